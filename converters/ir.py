@@ -1,0 +1,61 @@
+"""PyTorch module -> OpenVINO model with the u8 NHWC RGB in/out contract (docs/contracts.md, section 1).
+
+Why the pre/post-processing lives in the graph: the runtime then moves bytes only, numpy never touches a
+float, and the CPU plugin fuses the scale/clamp into the first and last convolutions.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as ops
+from openvino.preprocess import ColorFormat, PrePostProcessor
+
+INPUT_NAME = "image"
+OUTPUT_NAME = "stylized"
+# Tracing size: any multiple of 4 works; the saved IR has dynamic H and W.
+TRACE_HW = (256, 256)
+
+
+def _u8_output(node: ov.Output) -> ov.Output:
+    """[-1, 1] float -> round((x + 1) * 127.5) clamped to [0, 255] as u8."""
+    scaled = ops.multiply(ops.add(node, np.float32(1.0)), np.float32(127.5))
+    rounded = ops.round(scaled, "half_to_even")
+    clamped = ops.clamp(rounded, 0.0, 255.0)
+    return ops.convert(clamped, ov.Type.u8).output(0)
+
+
+def with_u8_io(model: ov.Model) -> ov.Model:
+    """Wrap an NCHW float [-1, 1] model so it takes and gives u8 NHWC RGB."""
+    ppp = PrePostProcessor(model)
+    inp = ppp.input(0)
+    inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(ColorFormat.RGB)
+    inp.model().set_layout(ov.Layout("NCHW"))
+    inp.preprocess().convert_element_type(ov.Type.f32).scale(127.5).mean(1.0)
+    out = ppp.output(0)
+    out.model().set_layout(ov.Layout("NCHW"))
+    out.tensor().set_layout(ov.Layout("NHWC"))
+    out.postprocess().custom(_u8_output)
+    model = ppp.build()
+    model.input(0).get_tensor().set_names({INPUT_NAME})
+    model.output(0).get_tensor().set_names({OUTPUT_NAME})
+    return model
+
+
+def torch_to_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
+    """Convert a torch Generator (NCHW float in/out) to an OpenVINO model with the u8 contract."""
+    import torch  # converters side only
+
+    example = torch.zeros(1, 3, *TRACE_HW)
+    shape = [1, 3, -1, -1] if dynamic_hw else [1, 3, *TRACE_HW]
+    model = ov.convert_model(module, example_input=example, input=[shape])
+    return with_u8_io(model)
+
+
+def save_ir(model: ov.Model, directory: Path, *, compress_to_fp16: bool) -> tuple[Path, Path]:
+    """Write model.xml/model.bin into ``directory`` (which the caller later renames into place)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    xml = directory / "model.xml"
+    ov.save_model(model, xml, compress_to_fp16=compress_to_fp16)
+    return xml, xml.with_suffix(".bin")
