@@ -1,0 +1,28 @@
+"""Check a config file (non-zero exit on any error) or show the effective config with defaults filled in."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import effective_yaml, load_config
+from ..errors import EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="config_action", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="validate FILE, including that the model it names exists and is intact")
+    check.add_argument("file", type=Path, metavar="FILE")
+    show = sub.add_parser("show", help="print FILE as the runtime sees it, defaults filled in")
+    show.add_argument("file", type=Path, metavar="FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.file)
+    if args.config_action == "show":
+        print(effective_yaml(config), end="")
+        return EXIT_OK
+    from ..models import resolve_model  # the model named must exist and match its manifest
+
+    model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    print(f"{config.source}: ok (model {model.name}, {model.precision}, {model.xml})")
+    return EXIT_OK

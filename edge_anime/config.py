@@ -1,0 +1,293 @@
+"""One YAML schema for the whole runtime: defaults, validation and errors that name the key path.
+
+Why pydantic: it gives strict types, defaults and, above all, the location of every error as a key path,
+so `device.num_streams: expected an integer >= 1 or "auto", got 'two'` comes for free instead of from a
+hand-written walker. Every model forbids unknown keys, so a typo is an error, not a silently ignored line.
+Relative paths are resolved against the folder of the config file (or the working folder for defaults).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+# The bundled config and models live beside the package in a source checkout (the README's install).
+DEFAULT_CONFIG_PATH = PACKAGE_ROOT.parent / "configs" / "default.yaml"
+ENV_CONFIG = "EDGE_ANIME_CONFIG"
+
+
+def _auto_or_int(minimum: int) -> BeforeValidator:
+    def check(value: Any) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f'expected an integer >= {minimum} or "auto"')
+        return value
+
+    return BeforeValidator(check)
+
+
+def _auto_or_bool(value: Any) -> Any:
+    if value == "auto" or isinstance(value, bool):
+        return value
+    raise ValueError('expected true, false or "auto"')
+
+
+def _size_wxh(value: Any) -> Any:
+    """`fixed: 512x384` (W x H, as people write screen sizes) -> (512, 384)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value):
+        return tuple(value)
+    if isinstance(value, str) and "x" in value.lower():
+        parts = value.lower().split("x")
+        if len(parts) == 2 and all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            return (int(parts[0]), int(parts[1]))
+    raise ValueError('expected a size "WxH" such as "512x384"')
+
+
+AutoInt1 = Annotated[Union[int, Literal["auto"]], _auto_or_int(1)]
+AutoBool = Annotated[Union[bool, Literal["auto"]], BeforeValidator(_auto_or_bool)]
+SizeWxH = Annotated[tuple[int, int], BeforeValidator(_size_wxh)]
+PathField = Annotated[Path, Field(strict=False)]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ModelSection(_Section):
+    path: str = "toon"  # an IR .xml, a model folder, or the name of an installed model
+    dirs: list[PathField] = Field(default_factory=lambda: [PACKAGE_ROOT.parent / "models"])
+
+
+class DeviceSection(_Section):
+    name: Literal["CPU"] = "CPU"
+    performance_hint: Literal["LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT"] = "THROUGHPUT"
+    num_requests: AutoInt1 = "auto"
+    num_streams: AutoInt1 = "auto"
+    inference_num_threads: AutoInt1 = "auto"
+    enable_cpu_pinning: AutoBool = "auto"
+    enable_hyper_threading: AutoBool = "auto"
+    scheduling_core_type: Literal["ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"] = "ANY_CORE"
+    inference_precision: Literal["auto", "f32", "bf16", "f16"] = "auto"
+    execution_mode: Literal["PERFORMANCE", "ACCURACY"] = "PERFORMANCE"
+    cache_dir: PathField | None = Path(".cache/openvino")  # model cache; null disables
+    shape_policy: Literal["static", "dynamic"] = "static"
+    shape_cache_size: int = Field(default=4, ge=1, le=64)  # compiled static shapes kept (LRU)
+
+
+class ImageSection(_Section):
+    resize: Literal["keep", "max_side", "fixed", "center_square"] = "max_side"
+    max_side: int = Field(default=1024, ge=16, le=16384)
+    fixed: SizeWxH = (512, 512)
+    center_square: int = Field(default=512, ge=16, le=16384)
+    multiple: int = Field(default=8, ge=4, le=64)
+    upscale_to_original: bool = False
+    apply_exif_orientation: bool = True
+    max_pixels: int = Field(default=60_000_000, ge=1)
+    memory_budget_mb: int = Field(default=1024, ge=64)
+    over_budget: Literal["downscale", "refuse"] = "downscale"
+
+
+class OutputSection(_Section):
+    format: Literal["jpeg", "png", "webp", "same"] = "jpeg"
+    quality: int = Field(default=92, ge=1, le=100)
+    name_template: str = "{stem}_{style}.{ext}"
+    keep_exif: bool = True
+    keep_icc: bool = True
+    strip_gps: bool = True
+
+    @field_validator("name_template")
+    @classmethod
+    def _template_fields(cls, value: str) -> str:
+        try:
+            value.format(stem="a", style="b", ext="c", name="a.c", n=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"unknown placeholder {exc}; use {{stem}}, {{style}}, {{ext}}, {{name}}") from exc
+        if "/" in value or "\\" in value:
+            raise ValueError("a file name template, not a path: no '/' allowed")
+        return value
+
+
+class PipelineSection(_Section):
+    decode_threads: int = Field(default=1, ge=1, le=32)
+    encode_threads: int = Field(default=1, ge=1, le=32)
+    max_in_flight: AutoInt1 = "auto"  # jobs between submit and done; auto = 2 x infer requests
+
+
+class RetrySection(_Section):
+    initial_seconds: Seconds = 1.0
+    max_seconds: Seconds = 60.0
+    max_attempts: int = Field(default=10, ge=1)
+
+
+class WatchSection(_Section):
+    root: PathField = Path("var")
+    inbox: PathField | None = None  # each defaults to <root>/<name>
+    work: PathField | None = None
+    outbox: PathField | None = None
+    done: PathField | None = None
+    failed: PathField | None = None
+    detector: Literal["auto", "inotify", "polling"] = "auto"  # polling for NFS/SMB shares
+    poll_interval_seconds: Seconds = 1.0
+    settle_seconds: Seconds = 2.0
+    recursive: bool = False
+    ignore_patterns: list[str] = Field(default_factory=lambda: [".*", "*.part", "*.tmp", "*.crdownload", "~$*"])
+    extensions: list[str] = Field(
+        default_factory=lambda: ["jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"]
+    )
+    after_success: Literal["move", "delete", "keep"] = "move"
+    worker_id: str = "auto"  # auto = <hostname>-<pid>
+    retry: RetrySection = RetrySection()
+
+    def folder(self, name: str) -> Path:
+        """The effective path of one of inbox/work/outbox/done/failed."""
+        explicit = getattr(self, name)
+        return explicit if explicit is not None else self.root / name
+
+
+class MetricsSection(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=9464, ge=1, le=65535)
+
+
+class ServiceSection(_Section):
+    drain_timeout_seconds: Seconds = 30.0
+    log_format: Literal["auto", "plain", "json"] = "auto"  # auto: plain without timestamps under journald
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    status_file: PathField | None = None  # default <watch.root>/status.json
+    metrics: MetricsSection = MetricsSection()
+
+
+class Config(_Section):
+    model: ModelSection = ModelSection()
+    device: DeviceSection = DeviceSection()
+    image: ImageSection = ImageSection()
+    output: OutputSection = OutputSection()
+    pipeline: PipelineSection = PipelineSection()
+    watch: WatchSection = WatchSection()
+    service: ServiceSection = ServiceSection()
+    source: PathField | None = Field(default=None, exclude=True)  # the file this came from
+
+    def status_file(self) -> Path:
+        return self.service.status_file or self.watch.root / "status.json"
+
+
+# Keys holding paths, resolved against the config file's folder before validation.
+_PATH_KEYS: dict[str, tuple[str, ...]] = {
+    "model": ("dirs",),
+    "device": ("cache_dir",),
+    "watch": ("root", "inbox", "work", "outbox", "done", "failed"),
+    "service": ("status_file",),
+}
+
+
+def _anchor(base: Path, value: str) -> str:
+    return os.path.normpath(base / os.path.expanduser(value))
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    for section, keys in _PATH_KEYS.items():
+        values = raw.get(section)
+        if not isinstance(values, dict):
+            continue
+        for key in keys:
+            value = values.get(key)
+            if isinstance(value, str):
+                values[key] = _anchor(base, value)
+            elif isinstance(value, list):
+                values[key] = [_anchor(base, v) if isinstance(v, str) else v for v in value]
+    model = raw.get("model")
+    if isinstance(model, dict) and isinstance(model.get("path"), str):
+        path = os.path.expanduser(model["path"])
+        if "/" in path or path.endswith(".xml"):
+            model["path"] = _anchor(base, path)
+
+
+def format_validation_error(exc: ValidationError, *, source: Path | None = None) -> str:
+    """One line per problem: `key.path: what was expected, got <value>`."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "literal[", "int", "bool")))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling against configs/default.yaml)"
+            lines.append(f"{loc}: {msg}")
+            continue
+        if err["type"] == "literal_error":
+            msg = "expected " + msg.removeprefix("Input should be ")
+        elif msg.startswith("Input should be "):
+            msg = "expected " + msg.removeprefix("Input should be ")
+        lines.append(f"{loc}: {msg}, got {err['input']!r}")
+    # A union reports each branch; keep each key's first message only.
+    seen: set[str] = set()
+    unique = [ln for ln in lines if not (ln.split(":")[0] in seen or seen.add(ln.split(":")[0]))]
+    prefix = f"{source}: " if source else ""
+    return "\n".join(prefix + ln for ln in unique)
+
+
+def parse_config(raw: Any, *, base_dir: Path, source: Path | None = None) -> Config:
+    """Validate an already-loaded YAML document; ``base_dir`` anchors relative paths."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source or 'config'}: expected a mapping of sections, got {type(raw).__name__}")
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    _resolve_paths(raw, base_dir)
+    if "source" in raw:
+        raise ConfigError(f"{source or 'config'}: source: unknown key")
+    try:
+        config = Config.model_validate({**raw, "source": source})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source=source)) from None
+    return _anchor_defaults(config, base_dir)
+
+
+def _anchor_defaults(config: Config, base_dir: Path) -> Config:
+    """Defaults such as ``watch.root: var`` are relative too: anchor them like the keys a file sets."""
+    updates: dict[str, Any] = {}
+    for section, keys in _PATH_KEYS.items():
+        current = getattr(config, section)
+        changed = {}
+        for key in keys:
+            value = getattr(current, key)
+            if isinstance(value, Path) and not value.is_absolute():
+                changed[key] = Path(_anchor(base_dir, str(value)))
+        if changed:
+            updates[section] = current.model_copy(update=changed)
+    return config.model_copy(update=updates) if updates else config
+
+
+def default_config_path() -> Path:
+    """``$EDGE_ANIME_CONFIG`` if set, else the bundled ``configs/default.yaml``."""
+    env = os.environ.get(ENV_CONFIG)
+    return Path(env) if env else DEFAULT_CONFIG_PATH
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and validate a YAML config; with no path, the bundled default (or ``$EDGE_ANIME_CONFIG``)."""
+    path = Path(path) if path is not None else default_config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(raw, base_dir=path.resolve().parent, source=path.resolve())
+
+
+def effective_yaml(config: Config) -> str:
+    """The effective config with every default filled in, as YAML (for `config show`)."""
+    data = config.model_dump(mode="json", exclude={"source"})
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)

@@ -1,0 +1,64 @@
+"""Temp-then-rename writes: a reader sees either nothing or the whole file, never a part of it.
+
+Every artefact the runtime writes (stylized images, the status file) goes through ``write_atomic``. The
+temp file is hidden (a leading dot) so the watch folder's own ignore patterns, rsync users and Samba
+browsers all skip it, and it lives in the target folder so the rename never crosses a filesystem.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from pathlib import Path
+
+from .errors import TransientError
+
+TEMP_PREFIX = ".edge-anime-tmp-"
+# Errors that a later retry may not meet: full disk, quota, busy, out of memory, I/O on a network share.
+TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBUSY, errno.EAGAIN, errno.ENOMEM, errno.EIO})
+
+
+def temp_path_for(target: Path) -> Path:
+    """A unique hidden temp name beside ``target``."""
+    return target.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}-{target.name}")
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (power loss after rename must not undo it)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``target`` via a fsynced hidden temp file and a rename.
+
+    ``durable=False`` skips both fsyncs, for files such as the status file where losing the latest
+    version on power loss is harmless. ENOSPC and friends become ``TransientError`` (retry later, input
+    kept); the temp file is removed on any failure.
+    """
+    tmp = temp_path_for(target)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        if durable:
+            fsync_dir(target.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in TRANSIENT_ERRNOS:
+            raise TransientError(f"{target}: {os.strerror(exc.errno or 0)}", stage="write") from exc
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def is_temp_name(name: str) -> bool:
+    """True for names ``write_atomic`` uses, so cleanup after a crash can remove leftovers."""
+    return name.startswith(TEMP_PREFIX)
