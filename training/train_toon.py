@@ -1,0 +1,170 @@
+"""Train the bundled "toon" style: the AnimeGANv2 generator regressed onto training/target.py's rendering.
+
+Why plain regression and not a GAN: the target is a deterministic function of the photo, so L1 (plus a
+light L1 on image gradients, which keeps the ink lines and band edges crisp instead of averaged out) is
+the whole objective; it converges in tens of minutes on 2 CPU cores, which a GAN would not.
+
+Reproducible: the pool, the crops and the initial weights come from ``--seed``; the learning-rate schedule
+follows the step count, not the clock (``--budget-min`` only stops early as a safety cap, and says so).
+
+    nice -n 5 python -m training.train_toon --workdir training/runs/toon --steps 2400 --budget-min 50 \
+        --out models/toon/toon.pt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from converters.generator import Generator
+from training.data import batches, load_or_build_pool
+
+GRAD_LOSS_WEIGHT = 0.5
+WARMUP_STEPS = 50
+
+
+def to_tensor(u8: np.ndarray) -> torch.Tensor:
+    """[B, H, W, 3] u8 -> [B, 3, H, W] float in [-1, 1], the generator's input range."""
+    return torch.from_numpy(np.ascontiguousarray(u8)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+
+
+def to_u8(t: torch.Tensor) -> np.ndarray:
+    return ((t.detach().clamp(-1, 1) + 1.0) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
+
+
+def toon_loss(pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """L1 + GRAD_LOSS_WEIGHT * L1 of horizontal/vertical differences; returns (loss, plain L1)."""
+    l1 = F.l1_loss(pred, target)
+    gx = F.l1_loss(pred[..., :, 1:] - pred[..., :, :-1], target[..., :, 1:] - target[..., :, :-1])
+    gy = F.l1_loss(pred[..., 1:, :] - pred[..., :-1, :], target[..., 1:, :] - target[..., :-1, :])
+    return l1 + GRAD_LOSS_WEIGHT * (gx + gy), float(l1.detach())
+
+
+def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0) -> float:
+    """Linear warm-up, then cosine down to 2% of the peak at ``steps``.
+
+    ``time_frac`` (elapsed / wall budget) moves the schedule on when the clock, not the step count, will
+    end the run (a busy shared machine), so the run still ends at a low learning rate; when the step count
+    binds, the schedule and therefore the weights are reproducible.
+    """
+    if step < WARMUP_STEPS:
+        return peak_lr * (step + 1) / WARMUP_STEPS
+    frac = min(1.0, max((step - WARMUP_STEPS) / max(1, steps - WARMUP_STEPS), time_frac))
+    return peak_lr * (0.02 + 0.98 * 0.5 * (1.0 + math.cos(math.pi * frac)))
+
+
+def save_atomic(obj: object, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(obj, tmp)
+    tmp.replace(path)
+
+
+def export_state_dict(model: Generator, path: Path) -> None:
+    """The published format: a flat state dict, stored fp16 to halve the shipped size (load with .float())."""
+    save_atomic({k: v.detach().clone().half() for k, v in model.state_dict().items()}, path)
+
+
+def write_preview(model: Generator, photos: np.ndarray, targets: np.ndarray, path: Path) -> None:
+    """Rows of photo | target | model, so progress can be judged by eye while training runs."""
+    from PIL import Image
+
+    model.eval()
+    with torch.no_grad():
+        preds = to_u8(model(to_tensor(photos)))
+    model.train()
+    rows = [np.concatenate([p, t, m], axis=1) for p, t, m in zip(photos, targets, preds)]
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    Image.fromarray(np.concatenate(rows, axis=0)).save(tmp)
+    tmp.replace(path)
+
+
+def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: int, lr: float, seed: int,
+          threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
+          out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None) -> dict[str, float]:
+    """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = (workdir / "train.log").open("a", buffering=1)
+    started = time.monotonic()
+    pool = load_or_build_pool(pool_cache, seed=seed, **(pool_kwargs or {}))
+    log.write(f"pool: {len(pool)} pairs in {time.monotonic() - started:.0f} s\n")
+    model = Generator(upsample_align=True).train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
+    step = 0
+    ckpt = workdir / "ckpt.pt"
+    if resume and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step = int(state["step"])
+        log.write(f"resumed at step {step}\n")
+    data = batches(pool, crop_px=crop_px, batch=batch, seed=seed + step)
+    preview_x, preview_y = next(batches(pool, crop_px=crop_px, batch=4, seed=seed + 10_000))
+    budget_s = budget_min * 60.0
+    train_start = time.monotonic()  # the schedule's clock starts after the pool is built
+    train_budget_s = max(1.0, budget_s - (train_start - started))
+    ema_l1 = float("nan")
+    while step < steps:
+        if time.monotonic() - started > budget_s:
+            log.write(f"wall budget of {budget_min} min reached at step {step} (of {steps})\n")
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps=steps, peak_lr=lr, time_frac=(time.monotonic() - train_start) / train_budget_s)
+        x, y = next(data)
+        loss, l1 = toon_loss(model(to_tensor(x)), to_tensor(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        ema_l1 = l1 if math.isnan(ema_l1) else 0.98 * ema_l1 + 0.02 * l1
+        if step % 10 == 0:
+            log.write(f"step {step} loss {float(loss):.4f} l1 {l1:.4f} ema_l1 {ema_l1:.4f} "
+                      f"lr {opt.param_groups[0]['lr']:.2e} t {time.monotonic() - started:.0f}s\n")
+        if step % ckpt_every == 0 or step == steps:
+            save_atomic({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
+        if preview_every and step % preview_every == 0:
+            write_preview(model, preview_x, preview_y, workdir / "preview.png")
+    save_atomic({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
+    if out is not None:
+        export_state_dict(model, out)
+    summary = {"steps": float(step), "ema_l1": ema_l1, "wall_s": time.monotonic() - started}
+    (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+    log.write(f"done: {summary}\n")
+    log.close()
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", type=Path, required=True, help="checkpoints, log, previews")
+    p.add_argument("--steps", type=int, default=2400)
+    p.add_argument("--budget-min", type=float, default=55.0, help="wall-clock cap (minutes)")
+    p.add_argument("--crop", type=int, default=112, help="square crop side (px, multiple of 4)")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3, help="peak Adam learning rate")
+    p.add_argument("--seed", type=int, default=20261129)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ckpt-every", type=int, default=100)
+    p.add_argument("--preview-every", type=int, default=100)
+    p.add_argument("--pool-cache", type=Path, default=None, help="npz cache of the rendered pool")
+    p.add_argument("--out", type=Path, default=None, help="write the fp16 state dict here at the end")
+    p.add_argument("--no-resume", action="store_true")
+    a = p.parse_args(argv)
+    if a.crop % 4:
+        p.error(f"--crop must be a multiple of 4, got {a.crop}")
+    train(workdir=a.workdir, steps=a.steps, budget_min=a.budget_min, crop_px=a.crop, batch=a.batch, lr=a.lr,
+          seed=a.seed, threads=a.threads, ckpt_every=a.ckpt_every, preview_every=a.preview_every,
+          pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
