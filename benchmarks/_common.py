@@ -1,0 +1,85 @@
+"""Shared plumbing for the benchmark scripts: the seeded-random IR they all time, and JSON + markdown output.
+
+The seeded-random checkpoint is used because the architecture, not the weights, sets the speed, and it
+needs nothing downloaded. Results go to ``benchmarks/results/`` (gitignored): figures from a shared 2-core
+box are evidence for a report, not something to commit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results"
+SEEDED_MODEL_DIR = RESULTS_DIR / "models" / "randgen"
+PHOTOS_DIR = REPO.parent / "shared" / "photos"
+SEED = 1234
+
+
+def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
+    """An fp32 model folder (model.xml/.bin + manifest.yaml) from the seeded-random generator, built once."""
+    if (folder / "manifest.yaml").is_file():
+        return folder
+    sys.path.insert(0, str(REPO))
+    from converters.generator import seeded_random_generator
+    from converters.ir import save_ir, torch_to_ov
+
+    import yaml
+
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    _, bin_path = save_ir(torch_to_ov(seeded_random_generator(SEED).eval()), tmp, compress_to_fp16=False)
+    manifest = {"format": 1, "name": folder.name, "precision": "fp32",
+                "ir": {"xml": "model.xml", "bin": "model.bin",
+                       "bin_sha256": hashlib.sha256(bin_path.read_bytes()).hexdigest()},
+                "input": {"size_multiple": 4}}
+    (tmp / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, folder)
+    return folder
+
+
+def machine() -> dict[str, Any]:
+    """Enough about the box to read the figures: CPU, cores, load at the time, versions."""
+    import openvino as ov
+
+    load = os.getloadavg()
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "loadavg_1m": round(load[0], 2), "openvino": ov.get_version(), "python": platform.python_version(),
+            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def write_results(name: str, data: dict[str, Any], table: str, *, out_dir: Path = RESULTS_DIR) -> Path:
+    """``<name>.json`` and ``<name>.md`` under ``out_dir``, each written temp-then-rename."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / f"{name}.json"
+    for path, text in ((json_path, json.dumps(data, indent=2, default=str)), (out_dir / f"{name}.md", table)):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    print(table)
+    print(f"wrote {json_path} and {json_path.with_suffix('.md')}")
+    return json_path

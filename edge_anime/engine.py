@@ -1,0 +1,254 @@
+"""The OpenVINO side of the runtime: one Core, the IR read once, compiled for CPU with the operator's properties.
+
+Shape policy (``device.shape_policy``), decided by measurement on the target box (2 vCPU Xeon, OpenVINO
+2026.4, seeded-random AnimeGANv2 generator, THROUGHPUT hint; see ``benchmarks/shapes.py`` and the table in
+the README / closing note). Static shapes won on inference time at every size and precision measured and
+their extra compile cost is paid once per size and then comes from the model cache, so ``static`` with a small
+LRU of compiled sizes is the default; ``dynamic`` stays available for folders where every photo has a
+different size and the recompiles would dominate. The figures behind this are in ``SHAPE_DECISION`` below.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from .config import DeviceSection
+from .errors import ModelError
+from .models import ModelInfo
+
+log = logging.getLogger(__name__)
+
+# What the config spells -> the OpenVINO element type name the plugin reports back.
+PRECISIONS: dict[str, str] = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
+# A probe compile at start-up reads back what the plugin chose (streams, threads, requests, precision),
+# validates the properties before the first photo arrives and warms the model cache. The size is tiny so
+# a cold cache costs a fraction of a second; any multiple of the model's size multiple works.
+PROBE_SIDE_PX = 64
+# The properties read back and reported by ``describe()``.
+REPORTED_PROPERTIES: tuple[str, ...] = (
+    "PERFORMANCE_HINT",
+    "NUM_STREAMS",
+    "INFERENCE_NUM_THREADS",
+    "OPTIMAL_NUMBER_OF_INFER_REQUESTS",
+    "PERFORMANCE_HINT_NUM_REQUESTS",
+    "INFERENCE_PRECISION_HINT",
+    "EXECUTION_MODE_HINT",
+    "ENABLE_CPU_PINNING",
+    "ENABLE_HYPER_THREADING",
+    "SCHEDULING_CORE_TYPE",
+)
+
+# Measured with `python benchmarks/shapes.py` (see that script's JSON for the raw figures). Kept here so the
+# reason for the default travels with the code; the README quotes the same table.
+SHAPE_DECISION = """
+static vs dynamic, THROUGHPUT hint, 2 vCPU, seeded-random generator (filled in from benchmarks/shapes.py)
+"""
+
+
+def compile_properties(device: DeviceSection) -> dict[str, Any]:
+    """The CPU plugin properties for ``device``; "auto" values are left out so the plugin decides them."""
+    props: dict[str, Any] = {
+        "PERFORMANCE_HINT": device.performance_hint,
+        "SCHEDULING_CORE_TYPE": device.scheduling_core_type,
+        "EXECUTION_MODE_HINT": device.execution_mode,
+    }
+    optional = {
+        "PERFORMANCE_HINT_NUM_REQUESTS": device.num_requests,
+        "NUM_STREAMS": device.num_streams,
+        "INFERENCE_NUM_THREADS": device.inference_num_threads,
+        "ENABLE_CPU_PINNING": device.enable_cpu_pinning,
+        "ENABLE_HYPER_THREADING": device.enable_hyper_threading,
+    }
+    props.update({key: value for key, value in optional.items() if value != "auto"})
+    if device.inference_precision != "auto":
+        props["INFERENCE_PRECISION_HINT"] = PRECISIONS[device.inference_precision]
+    if device.cache_dir is not None:
+        props["CACHE_DIR"] = str(device.cache_dir)
+    return props
+
+
+def _element_name(value: Any) -> str:
+    """``<Type: 'bfloat16'>`` -> ``bf16``: the spelling the config uses."""
+    if isinstance(value, ov.Type):
+        return str(value.to_string())
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """Property values as JSON-friendly Python values."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ov.Type):
+        return _element_name(value)
+    name = getattr(value, "name", None)
+    return str(name) if name is not None else str(value)
+
+
+def read_back(compiled: ov.CompiledModel) -> dict[str, Any]:
+    """What the plugin really uses for a compiled model (properties it does not report are skipped)."""
+    found: dict[str, Any] = {}
+    for key in REPORTED_PROPERTIES:
+        try:
+            found[key] = _plain(compiled.get_property(key))
+        except RuntimeError:
+            continue
+    return found
+
+
+class Engine:
+    """Compiles the model per input size (static policy, bounded LRU) or once (dynamic policy).
+
+    Thread-safe: the pipeline's threads call ``compiled()`` concurrently; a lock guards the cache and a
+    compile happens at most once per size while it stays in the cache.
+    """
+
+    def __init__(self, model: ModelInfo, device: DeviceSection, *, core: ov.Core | None = None) -> None:
+        self.model_info = model
+        self.device = device
+        self.core = core if core is not None else ov.Core()
+        self.properties = compile_properties(device)
+        if device.cache_dir is not None:
+            Path(device.cache_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            self._model = self.core.read_model(str(model.xml))
+        except RuntimeError as exc:
+            raise ModelError(f"{model.xml}: OpenVINO cannot read the IR: {_first_line(exc)}") from exc
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[int, int], ov.CompiledModel] = OrderedDict()
+        self._sync_requests: dict[int, tuple[ov.CompiledModel, ov.InferRequest, threading.Lock]] = {}
+        self._dynamic: ov.CompiledModel | None = None
+        self.compiles = 0  # how many compile_model calls this engine made (tests and bench read it)
+        probe = self._probe()
+        self.effective = read_back(probe)
+        self.num_requests = self._pick_num_requests(self.effective)
+        self._log_choice()
+
+    # -- compile -------------------------------------------------------------------------------------
+    def _compile(self, model: ov.Model | str) -> ov.CompiledModel:
+        try:
+            compiled = self.core.compile_model(model, self.device.name, self.properties)
+        except RuntimeError as exc:
+            raise ModelError(
+                f"device: the CPU plugin refused the model or a property {sorted(self.properties)}: "
+                f"{_first_line(exc)}"
+            ) from exc
+        self.compiles += 1
+        return compiled
+
+    def _probe(self) -> ov.CompiledModel:
+        if self.device.shape_policy == "dynamic":
+            self._dynamic = self._compile(self._model)
+            return self._dynamic
+        side = max(PROBE_SIDE_PX, self.model_info.size_multiple)
+        side -= side % self.model_info.size_multiple
+        return self._compile(self._static_model(side, side))
+
+    def _static_model(self, height: int, width: int) -> ov.Model:
+        static = self._model.clone()
+        static.reshape({static.input(0): ov.PartialShape([1, height, width, 3])})
+        return static
+
+    def compiled(self, height: int, width: int) -> ov.CompiledModel:
+        """The compiled model for one input size: the shared dynamic one, or a static one from the LRU."""
+        if self._dynamic is not None:
+            return self._dynamic
+        key = (int(height), int(width))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+            # Compiling under the lock keeps one compile per size; sizes arrive one photo at a time anyway.
+            compiled = self._compile(self._static_model(*key))
+            self._cache[key] = compiled
+            while len(self._cache) > self.device.shape_cache_size:
+                evicted, old = self._cache.popitem(last=False)
+                self._sync_requests.pop(id(old), None)
+                log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
+            return compiled
+
+    def cached_shapes(self) -> list[tuple[int, int]]:
+        """(H, W) of the static models held, least recently used first."""
+        with self._lock:
+            return list(self._cache)
+
+    # -- inference -----------------------------------------------------------------------------------
+    def infer(self, rgb: np.ndarray) -> np.ndarray:
+        """H x W x 3 u8 RGB in, the stylized H x W x 3 u8 RGB out; synchronous, one request per size."""
+        if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+            raise ValueError(f"Engine.infer: expected H x W x 3 uint8, got {rgb.shape} {rgb.dtype}")
+        height, width = rgb.shape[:2]
+        multiple = self.model_info.size_multiple
+        if height % multiple or width % multiple:
+            raise ValueError(f"Engine.infer: {width}x{height} is not a multiple of {multiple} (imaging.plan does that)")
+        compiled = self.compiled(height, width)
+        with self._lock:
+            entry = self._sync_requests.get(id(compiled))
+            if entry is None:
+                entry = (compiled, compiled.create_infer_request(), threading.Lock())
+                self._sync_requests[id(compiled)] = entry
+        _, request, request_lock = entry
+        with request_lock:
+            request.infer({0: np.ascontiguousarray(rgb)[None]}, share_inputs=True)
+            return np.array(request.get_output_tensor(0).data[0], copy=True)
+
+    # -- reporting -----------------------------------------------------------------------------------
+    def _pick_num_requests(self, effective: dict[str, Any]) -> int:
+        if self.device.num_requests != "auto":
+            return int(self.device.num_requests)
+        return max(1, int(effective.get("OPTIMAL_NUMBER_OF_INFER_REQUESTS", 1)))
+
+    def precision_note(self) -> str | None:
+        """A sentence when the plugin runs another precision than the config asked for (None when it obeys)."""
+        asked = self.device.inference_precision
+        got = self.effective.get("INFERENCE_PRECISION_HINT")
+        if asked == "auto" or got is None or got == PRECISIONS[asked]:
+            return None
+        return (
+            f"device.inference_precision: asked for {asked}, but this CPU runs {got} "
+            f"(it lacks native {asked} compute: {asked} needs AVX512_BF16/AMX or AVX512_FP16)"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """What the plugin chose (streams, threads, precision, optimal requests) plus what was asked."""
+        try:
+            full_name = str(self.core.get_property(self.device.name, "FULL_DEVICE_NAME"))
+        except RuntimeError:
+            full_name = self.device.name
+        return {
+            "model": self.model_info.name,
+            "model_precision": self.model_info.precision,
+            "device": full_name,
+            "openvino": ov.get_version(),
+            "shape_policy": self.device.shape_policy,
+            "shape_cache_size": self.device.shape_cache_size,
+            "cache_dir": str(self.device.cache_dir) if self.device.cache_dir is not None else None,
+            "requested": {k: v for k, v in self.properties.items() if k != "CACHE_DIR"},
+            "effective": dict(self.effective),
+            "num_requests": self.num_requests,
+            "precision_note": self.precision_note(),
+        }
+
+    def _log_choice(self) -> None:
+        eff = self.effective
+        log.info(
+            "engine: %s on %s: hint=%s streams=%s threads=%s precision=%s requests=%d pinning=%s "
+            "shapes=%s cache=%s",
+            self.model_info.name, self.device.name, eff.get("PERFORMANCE_HINT"), eff.get("NUM_STREAMS"),
+            eff.get("INFERENCE_NUM_THREADS"), eff.get("INFERENCE_PRECISION_HINT"), self.num_requests,
+            eff.get("ENABLE_CPU_PINNING"), self.device.shape_policy, self.device.cache_dir,
+        )
+        note = self.precision_note()
+        if note:
+            log.warning("engine: %s", note)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,105 @@
+"""Engine: properties reach the CPU plugin and come back, the model cache is used, the shape LRU stays bounded,
+and static and dynamic compiles give the same pictures. Real OpenVINO on the seeded-random IR, tiny sizes."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edge_anime.config import DeviceSection
+from edge_anime.engine import Engine, compile_properties
+from edge_anime.models import ModelInfo, load_model_info
+
+
+@pytest.fixture(scope="module")
+def model(random_ir: Path) -> ModelInfo:
+    return load_model_info(random_ir)
+
+
+def _device(tmp_path: Path, **fields: Any) -> DeviceSection:
+    fields.setdefault("cache_dir", tmp_path / "ovcache")
+    return DeviceSection(**fields)
+
+
+def _image(height: int, width: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+def test_latency_hint_runs_one_stream_and_throughput_at_least_as_many(model: ModelInfo, tmp_path: Path) -> None:
+    latency = Engine(model, _device(tmp_path, performance_hint="LATENCY"))
+    throughput = Engine(model, _device(tmp_path, performance_hint="THROUGHPUT"))
+    assert latency.describe()["effective"]["PERFORMANCE_HINT"] == "LATENCY"
+    assert latency.effective["NUM_STREAMS"] == 1
+    assert latency.num_requests == latency.effective["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]
+    assert throughput.effective["PERFORMANCE_HINT"] == "THROUGHPUT"
+    assert throughput.effective["NUM_STREAMS"] >= latency.effective["NUM_STREAMS"]
+    assert throughput.num_requests == throughput.effective["OPTIMAL_NUMBER_OF_INFER_REQUESTS"] >= 1
+
+
+def test_explicit_streams_threads_pinning_precision_are_applied(model: ModelInfo, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    device = _device(tmp_path, performance_hint="THROUGHPUT", num_streams=2, inference_num_threads=2,
+                     enable_cpu_pinning=False, inference_precision="f32", num_requests=3,
+                     execution_mode="ACCURACY")
+    with caplog.at_level(logging.INFO, logger="edge_anime.engine"):
+        engine = Engine(model, device)
+    eff = engine.effective
+    assert eff["NUM_STREAMS"] == 2
+    assert eff["INFERENCE_NUM_THREADS"] == 2
+    assert eff["ENABLE_CPU_PINNING"] is False
+    assert eff["INFERENCE_PRECISION_HINT"] == "f32"
+    assert eff["EXECUTION_MODE_HINT"] == "ACCURACY"
+    assert engine.num_requests == 3  # the configured number wins over the plugin's optimum
+    assert engine.precision_note() is None
+    assert "streams=2 threads=2 precision=f32" in caplog.text
+
+
+def test_auto_values_are_left_to_the_plugin(tmp_path: Path) -> None:
+    props = compile_properties(DeviceSection(cache_dir=None))
+    assert "NUM_STREAMS" not in props and "INFERENCE_PRECISION_HINT" not in props and "CACHE_DIR" not in props
+    assert props["PERFORMANCE_HINT"] == "THROUGHPUT"
+
+
+def test_model_cache_is_populated_then_reused(model: ModelInfo, tmp_path: Path) -> None:
+    device = _device(tmp_path)
+    Engine(model, device).infer(_image(32, 48))
+    blobs = {p.name: p.stat().st_mtime_ns for p in Path(device.cache_dir).iterdir()}  # type: ignore[arg-type]
+    assert blobs, "the first start must write compiled blobs into device.cache_dir"
+    Engine(model, device).infer(_image(32, 48))
+    again = {p.name: p.stat().st_mtime_ns for p in Path(device.cache_dir).iterdir()}  # type: ignore[arg-type]
+    assert again == blobs, "a warm start must load the same blobs, not compile and write new ones"
+
+
+def test_static_shape_cache_is_a_bounded_lru(model: ModelInfo, tmp_path: Path) -> None:
+    engine = Engine(model, _device(tmp_path, shape_cache_size=2))
+    start = engine.compiles
+    first = engine.compiled(32, 32)
+    engine.compiled(32, 48)
+    assert engine.compiled(32, 32) is first and engine.compiles == start + 2  # hit: no compile
+    engine.compiled(48, 32)  # evicts (32, 48), the least recently used
+    assert engine.cached_shapes() == [(32, 32), (48, 32)]
+    engine.compiled(32, 48)
+    assert engine.compiles == start + 4
+    assert len(engine.cached_shapes()) == 2
+
+
+def test_static_infer_matches_dynamic(model: ModelInfo, tmp_path: Path) -> None:
+    image = _image(40, 56, seed=3)
+    static = Engine(model, _device(tmp_path, shape_policy="static", inference_precision="f32"))
+    dynamic = Engine(model, _device(tmp_path, shape_policy="dynamic", inference_precision="f32"))
+    a, b = static.infer(image), dynamic.infer(image)
+    assert a.shape == b.shape == image.shape and a.dtype == np.uint8
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
+    assert diff.max() <= 2 and diff.mean() < 0.05
+    assert dynamic.compiled(40, 56) is dynamic.compiled(64, 64)  # one model for every size
+
+
+def test_infer_refuses_sizes_off_the_multiple(model: ModelInfo, tmp_path: Path) -> None:
+    engine = Engine(model, _device(tmp_path))
+    with pytest.raises(ValueError, match="multiple"):
+        engine.infer(_image(30, 32))
+    with pytest.raises(ValueError, match="uint8"):
+        engine.infer(np.zeros((32, 32, 3), np.float32))
