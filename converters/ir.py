@@ -26,15 +26,16 @@ def _u8_output(node: ov.Output) -> ov.Output:
     return ops.convert(clamped, ov.Type.u8).output(0)
 
 
-def with_u8_io(model: ov.Model) -> ov.Model:
-    """Wrap an NCHW float [-1, 1] model so it takes and gives u8 NHWC RGB."""
+def with_u8_io(model: ov.Model, *, layout: str = "NCHW", output_layout: str | None = None) -> ov.Model:
+    """Wrap a float [-1, 1] model (input ``layout`` NCHW or NHWC; output the same unless ``output_layout``)
+    so it takes and gives u8 NHWC RGB. PrePostProcessor inserts a transpose only where a layout is not NHWC."""
     ppp = PrePostProcessor(model)
     inp = ppp.input(0)
     inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(ColorFormat.RGB)
-    inp.model().set_layout(ov.Layout("NCHW"))
+    inp.model().set_layout(ov.Layout(layout))
     inp.preprocess().convert_element_type(ov.Type.f32).scale(127.5).mean(1.0)
     out = ppp.output(0)
-    out.model().set_layout(ov.Layout("NCHW"))
+    out.model().set_layout(ov.Layout(output_layout or layout))
     out.tensor().set_layout(ov.Layout("NHWC"))
     out.postprocess().custom(_u8_output)
     model = ppp.build()
@@ -43,14 +44,29 @@ def with_u8_io(model: ov.Model) -> ov.Model:
     return model
 
 
-def torch_to_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
-    """Convert a torch Generator (NCHW float in/out) to an OpenVINO model with the u8 contract."""
+def torch_to_float_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
+    """Convert a torch Generator (NCHW float in/out) to an OpenVINO float model, no u8 wrapping.
+
+    Kept apart from ``torch_to_ov`` because NNCF quantizes this float graph (calibration data in [-1, 1])
+    before the u8 pre/post-processing is added.
+    """
     import torch  # converters side only
 
     example = torch.zeros(1, 3, *TRACE_HW)
     shape = [1, 3, -1, -1] if dynamic_hw else [1, 3, *TRACE_HW]
-    model = ov.convert_model(module, example_input=example, input=[shape])
-    return with_u8_io(model)
+    return ov.convert_model(module, example_input=example, input=[shape])
+
+
+def torch_to_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
+    """Convert a torch Generator (NCHW float in/out) to an OpenVINO model with the u8 contract."""
+    return with_u8_io(torch_to_float_ov(module, dynamic_hw=dynamic_hw))
+
+
+def with_static_hw(model: ov.Model, size_hw: tuple[int, int]) -> ov.Model:
+    """A copy of a u8 NHWC model reshaped to one H x W: static shapes are what the runtime compiles."""
+    static = model.clone()
+    static.reshape({static.input(0): ov.PartialShape([1, size_hw[0], size_hw[1], 3])})
+    return static
 
 
 def save_ir(model: ov.Model, directory: Path, *, compress_to_fp16: bool) -> tuple[Path, Path]:

@@ -1,0 +1,166 @@
+"""argparse glue for ``edge-anime convert`` and ``edge-anime models pull|list``.
+
+The CLI builds every sub-parser at start, so this module imports nothing heavy: torch, NNCF and ONNX are
+imported inside the run functions, and ``models list`` needs none of them (the runtime box has no torch).
+Errors are raised as ``UserError`` subclasses; ``edge_anime.cli.main`` prints them as one line and maps
+them to an exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from edge_anime.errors import UserError
+
+DEFAULT_OUTPUT = Path("models")
+PRECISION_CHOICES = ("fp32", "fp16", "int8")
+INSTALL_HINT = "pip install 'edge-anime[convert]'"
+BYTES_PER_MB = 1024 * 1024
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
+
+
+def _hw(text: str) -> tuple[int, int]:
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HxW like 352x480, got '{text}'") from None
+    if h % 4 or w % 4 or h <= 0 or w <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: H and W must be positive multiples of 4")
+    return h, w
+
+
+def add_convert_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", type=Path, help="state dict (.pt/.pth), TorchScript archive or .onnx")
+    parser.add_argument("--name", help="model name and folder name (default: the checkpoint's file stem)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="fp16",
+                        help="fp16 (default): compressed weights; int8: NNCF post-training quantization")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="writes OUTPUT/NAME/ (default: models)")
+    parser.add_argument("--calib", type=Path, metavar="DIR",
+                        help="int8 calibration photos (default: ../shared/photos when present, else synthetic)")
+    parser.add_argument("--calib-count", type=int, default=None, metavar="N", help="int8 calibration images (64)")
+    parser.add_argument("--upsample-align", type=_bool, default=None, metavar="true|false",
+                        help="decoder bilinear align_corners (default: per published name; else true)")
+    parser.add_argument("--verify-images", type=Path, metavar="DIR",
+                        help="photos for verification (default: built-in synthetic images)")
+    parser.add_argument("--verify-count", type=int, default=None, metavar="N", help="at most N verification images")
+    parser.add_argument("--verify-size", type=_hw, action="append", metavar="HxW",
+                        help="verification size, repeatable (default: 256x256 and 352x480)")
+    parser.add_argument("--floor-db", type=float, default=None,
+                        help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 30)")
+    parser.add_argument("--style", help="word used for {style} in output names (default: the name)")
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Convert, verify, install; print where the model went and its figures."""
+    _check_paths(args)
+    try:
+        from .convert import convert
+        from .quantize import CALIBRATION_COUNT
+        from .verify import DEFAULT_SIZES_HW
+    except ImportError as exc:
+        raise UserError(f"convert needs torch, NNCF and ONNX ({exc.name} is missing): {INSTALL_HINT}") from exc
+    name = args.name or args.checkpoint.stem
+    folder = convert(
+        args.checkpoint, name=name, precision=args.precision, output_dir=args.output, calib_dir=args.calib,
+        upsample_align=args.upsample_align, verify_dir=args.verify_images, floor_db=args.floor_db,
+        verify_limit=args.verify_count, calib_count=args.calib_count or CALIBRATION_COUNT, style=args.style,
+        verify_sizes_hw=tuple(args.verify_size) if args.verify_size else DEFAULT_SIZES_HW,
+    )
+    from edge_anime.models import load_model_info
+
+    manifest = load_model_info(folder).manifest
+    check = manifest["verification"]
+    print(f"{folder}: {manifest['precision']} from {manifest['source']['kind']} {manifest['source']['file']}; "
+          f"PSNR vs {check['reference']} min {check['psnr_db']['min']:.2f} dB, mean {check['psnr_db']['mean']:.2f} dB "
+          f"(floor {check['floor_db']} dB); side by side: {folder / str(check['side_by_side'])}")
+    if "quantization" in manifest:
+        q = manifest["quantization"]
+        print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, {q['calibration_images']} "
+              f"calibration images; PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
+    return 0
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """Rules across flags, checked before any heavy import (benchmark_app's pattern)."""
+    if not args.checkpoint.is_file():
+        raise UserError(f"CHECKPOINT: {args.checkpoint} does not exist or is not a file")
+    for flag, value in (("--calib", args.calib), ("--verify-images", args.verify_images)):
+        if value is not None and not value.is_dir():
+            raise UserError(f"{flag}: {value} is not a folder")
+    if args.calib is not None and args.precision != "int8":
+        print("edge-anime convert: note: --calib is used only with --precision int8", file=sys.stderr)
+
+
+def add_models_args(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="models_command", metavar="{pull,list}", required=True)
+    pull = sub.add_parser("pull", help="download a published checkpoint (or any URL), check it, record sha256")
+    pull.add_argument("spec", metavar="NAME|URL",
+                      help="face_paint_512_v1, face_paint_512_v2, celeba_distill, paprika, or an http(s) URL")
+    pull.add_argument("--dest", type=Path, default=None, help="folder for the checkpoint (default: checkpoints)")
+    pull.add_argument("--retries", type=int, default=None, help="attempts after the first (default: 3)")
+    pull.add_argument("--timeout", type=float, default=None, help="seconds per socket operation (default: 30)")
+    pull.add_argument("--no-progress", action="store_true", help="no progress bar")
+    listing = sub.add_parser("list", help="installed models: name, precision, size, verified PSNR")
+    listing.add_argument("--dir", type=Path, action="append", default=None,
+                         help="model folder to look in, repeatable (default: models)")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    if args.models_command == "list":
+        return _run_list(args.dir or [DEFAULT_OUTPUT])
+    return _run_pull(args)
+
+
+def _run_pull(args: argparse.Namespace) -> int:
+    try:
+        from . import pull as pull_mod
+    except ImportError as exc:
+        raise UserError(f"models pull needs torch to check the file ({exc.name} is missing): {INSTALL_HINT}") from exc
+    options: dict[str, Any] = {"progress": not args.no_progress}
+    if args.dest is not None:
+        options["dest"] = args.dest
+    if args.retries is not None:
+        options["retries"] = args.retries
+    if args.timeout is not None:
+        options["timeout_s"] = args.timeout
+    pulled = pull_mod.pull(args.spec, **options)
+    print(f"{pulled.path}: {pulled.size_bytes} bytes from {pulled.url}")
+    print(f"sha256 {pulled.sha256}  (also in {pulled.path.name}.sha256)")
+    print(f"next: edge-anime convert {pulled.path} --name {pulled.path.stem}")
+    return 0
+
+
+def _run_list(dirs: list[Path]) -> int:
+    """A table of installed models; reading manifests only, so it works on a box without torch."""
+    from edge_anime.models import list_models
+
+    models = list_models(dirs)
+    if not models:
+        print(f"no models in {', '.join(str(d) for d in dirs)}; convert one with 'edge-anime convert'")
+        return 0
+    rows = [("NAME", "PRECISION", "SIZE", "VERIFIED PSNR", "FOLDER")]
+    for info in models:
+        size_mb = sum(p.stat().st_size for p in (info.xml, info.bin)) / BYTES_PER_MB
+        rows.append((info.name, info.precision, f"{size_mb:.1f} MB", _psnr_text(info.manifest), str(info.directory)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def _psnr_text(manifest: dict[str, Any]) -> str:
+    check = manifest.get("verification") or {}
+    psnr = check.get("psnr_db") or {}
+    if "min" not in psnr:
+        return "unverified"
+    return f"{psnr['min']:.1f} dB min vs {check.get('reference', '?')}"

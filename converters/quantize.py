@@ -1,0 +1,216 @@
+"""INT8 post-training quantization with NNCF, calibrated on photos.
+
+The setup below (``DEFAULT_INT8``) was chosen by measurement (``benchmarks/int8_quality.py``, issue 6 item 4):
+it is the fastest one that holds the PSNR floor against FP32 on real photos. ``Int8Setup`` names every knob
+the study turned, so the manifest can record exactly what produced an IR.
+
+Why the float graph is quantized and the u8 pre/post-processing added afterwards: calibration data is then
+plain [-1, 1] NCHW floats, the quantizer sees the tensors PyTorch sees, and NNCF never has to reason about
+the Convert/Round/Clamp tail (the study compares both places: ``target="u8"`` quantizes the wrapped model).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from .ir import with_u8_io
+from .samples import Sample, default_photo_dir, load_samples, synthetic_images, to_nchw_float
+
+CALIBRATION_COUNT = 64
+PSNR_CAP_DB = 100.0  # dB, what identical outputs score
+CALIBRATION_HW = (256, 256)
+# Crops per photo: the photos folder holds ~30 images; several crops of the larger ones give the range
+# statistics more variety than 30 downscaled frames would.
+CROPS_PER_PHOTO = 3
+
+# What each ``ignore`` word keeps in floating point (see ``ignored_scope``).
+IGNORE_CHOICES = ("first_conv", "last_conv", "depthwise", "norm", "upsample", "residual")
+
+
+@dataclass(frozen=True)
+class Int8Setup:
+    """Every NNCF knob the INT8 study turns; ``label`` is the row name in its table."""
+
+    preset: str = "mixed"                      # mixed | performance
+    ignore: tuple[str, ...] = ()               # words from IGNORE_CHOICES
+    fast_bias_correction: bool = True          # False: the slower, per-layer BiasCorrection
+    disable_bias_correction: bool = False
+    smooth_quant_conv_alpha: float | None = None
+    model_type: str | None = None              # None | "transformer"
+    range_estimator: str | None = None         # None (NNCF default) | a RangeEstimatorParametersSet name
+    target: str = "float"                      # "float": quantize before the u8 wrapping; "u8": after
+    accuracy_control_floor_db: float | None = None  # quantize_with_accuracy_control to this PSNR vs float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        parts = [self.preset]
+        if self.ignore:
+            parts.append("ignore=" + "+".join(self.ignore))
+        if not self.fast_bias_correction:
+            parts.append("full-bias-corr")
+        if self.disable_bias_correction:
+            parts.append("no-bias-corr")
+        if self.smooth_quant_conv_alpha is not None:
+            parts.append(f"smoothquant-conv={self.smooth_quant_conv_alpha}")
+        if self.model_type:
+            parts.append(f"model_type={self.model_type}")
+        if self.range_estimator:
+            parts.append(f"range={self.range_estimator}")
+        if self.target != "float":
+            parts.append(f"on={self.target}")
+        if self.accuracy_control_floor_db is not None:
+            parts.append(f"accuracy-control(floor={self.accuracy_control_floor_db}dB)")
+        return " ".join(parts)
+
+    def to_manifest(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ignore"] = list(self.ignore)
+        data.pop("extra")
+        return data
+
+
+DEFAULT_INT8 = Int8Setup(preset="mixed", ignore=("first_conv", "last_conv"))
+
+
+def calibration_samples(folder: Path | None, *, count: int = CALIBRATION_COUNT,
+                        size_hw: tuple[int, int] = CALIBRATION_HW) -> tuple[list[Sample], str]:
+    """Calibration images and where they came from ("photos:<dir>" or "synthetic").
+
+    ``folder`` None means ../shared/photos when present, else synthetic images (a warning-worthy fallback:
+    ranges from synthetic images fit real photos less well; the manifest records which was used).
+    """
+    source = folder if folder is not None else default_photo_dir()
+    if source is None:
+        images = synthetic_images(size_hw=size_hw, count=min(count, 16))
+        return images, "synthetic"
+    from PIL import Image
+
+    from .samples import fit, photo_paths
+
+    samples: list[Sample] = []
+    rng = np.random.default_rng(0)
+    for path in photo_paths(source):
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB"), dtype=np.uint8)
+        samples.append(Sample(path.name, fit(rgb, size_hw)))
+        h, w = rgb.shape[:2]
+        for crop in range(CROPS_PER_PHOTO - 1):
+            ch, cw = min(h, w) // 2, min(h, w) // 2
+            if ch < size_hw[0]:
+                break
+            y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+            samples.append(Sample(f"{path.name}#crop{crop}", fit(rgb[y:y + ch, x:x + cw], size_hw)))
+    order = rng.permutation(len(samples))
+    return [samples[i] for i in order[:count]], f"photos:{source}"
+
+
+def ignored_scope(model: ov.Model, ignore: tuple[str, ...]) -> "Any":
+    """An NNCF IgnoredScope for the words in ``ignore``, found by op type and graph order (not by names,
+    which differ between torch, TorchScript and ONNX sources)."""
+    import nncf
+
+    unknown = set(ignore) - set(IGNORE_CHOICES)
+    if unknown:
+        raise ValueError(f"ignore: unknown {sorted(unknown)}; expected some of {IGNORE_CHOICES}")
+    ops = model.get_ordered_ops()
+    convs = [op.get_friendly_name() for op in ops if op.get_type_name() == "Convolution"]
+    names: list[str] = []
+    types: list[str] = []
+    if "first_conv" in ignore and convs:
+        names.append(convs[0])
+    if "last_conv" in ignore and convs:
+        names.append(convs[-1])
+    if "depthwise" in ignore:
+        types.append("GroupConvolution")
+    if "norm" in ignore:
+        types.extend(["GroupNormalization", "MVN"])
+    if "upsample" in ignore:
+        types.append("Interpolate")
+    if "residual" in ignore:
+        names.extend(op.get_friendly_name() for op in ops if op.get_type_name() == "Add")
+    present = {op.get_type_name() for op in ops}
+    return nncf.IgnoredScope(names=names, types=[t for t in types if t in present], validate=False)
+
+
+def _advanced(setup: Int8Setup) -> "Any":
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+    kwargs: dict[str, Any] = {"disable_bias_correction": setup.disable_bias_correction}
+    if setup.smooth_quant_conv_alpha is not None:
+        kwargs["smooth_quant_alphas"] = AdvancedSmoothQuantParameters(convolution=setup.smooth_quant_conv_alpha)
+    if setup.range_estimator:
+        kwargs["activations_range_estimator_params"] = getattr(RangeEstimatorParametersSet, setup.range_estimator)
+    return AdvancedQuantizationParameters(**kwargs)
+
+
+def quantize(float_model: ov.Model, calibration: list[Sample], *, setup: Int8Setup = DEFAULT_INT8,
+             validation: list[Sample] | None = None, layout: str = "NCHW",
+             output_layout: str | None = None) -> ov.Model:
+    """Quantize a float [-1, 1] model (``layout`` NCHW or NHWC) and return it wrapped with the u8 NHWC contract.
+
+    ``validation`` is used only by accuracy control (its metric is PSNR against the float model).
+    """
+    def wrap(model: ov.Model) -> ov.Model:
+        return with_u8_io(model, layout=layout, output_layout=output_layout)
+
+    def to_input(sample: Sample) -> np.ndarray:
+        x = to_nchw_float(sample.rgb)
+        return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if layout == "NHWC" else x
+
+    import nncf
+
+    common: dict[str, Any] = {
+        "preset": nncf.QuantizationPreset.MIXED if setup.preset == "mixed" else nncf.QuantizationPreset.PERFORMANCE,
+        "subset_size": len(calibration),
+        "fast_bias_correction": setup.fast_bias_correction,
+        "model_type": nncf.ModelType.TRANSFORMER if setup.model_type == "transformer" else None,
+    }
+    if setup.target == "u8":
+        model = wrap(float_model.clone())
+        data = nncf.Dataset([s.rgb[None] for s in calibration])
+    else:
+        model = float_model.clone()
+        data = nncf.Dataset([to_input(s) for s in calibration])
+    scope = ignored_scope(model, setup.ignore)
+    if setup.accuracy_control_floor_db is not None:
+        inputs = [s.rgb[None] if setup.target == "u8" else to_input(s) for s in (validation or calibration)]
+        quantized = _quantize_with_accuracy_control(model, data, inputs, setup, scope, common)
+    else:
+        quantized = nncf.quantize(model, data, ignored_scope=scope, advanced_parameters=_advanced(setup), **common)
+    return quantized if setup.target == "u8" else wrap(quantized)
+
+
+def _quantize_with_accuracy_control(model: ov.Model, data: "Any", inputs: list[np.ndarray], setup: Int8Setup,
+                                    scope: "Any", common: dict[str, Any]) -> ov.Model:
+    """NNCF's accuracy-aware PTQ: layers are reverted to float until the PSNR drop vs float is in budget.
+
+    The metric is mean PSNR (dB) of the candidate against the float model on ``validation``, so "drop" is
+    measured from a perfect 100 dB (the float model against itself): max_drop = 100 - floor.
+    """
+    import nncf
+
+    core = ov.Core()
+    float_compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    references = [float_compiled(x)[0] for x in inputs]
+
+    def validate(compiled: "Any", items: "Any") -> float:
+        scores = []
+        for x, ref in zip(items, references):
+            out = compiled(x)[0]
+            scale = 1.0 if setup.target == "u8" else 127.5  # [-1, 1] floats -> u8 units
+            mse = float(np.mean(((out - ref) * scale) ** 2))
+            scores.append(PSNR_CAP_DB if mse == 0 else min(PSNR_CAP_DB, 10 * np.log10(255.0**2 / mse)))
+        return float(np.mean(scores))
+
+    floor_db = setup.accuracy_control_floor_db if setup.accuracy_control_floor_db is not None else 35.0
+    return nncf.quantize_with_accuracy_control(
+        model, data, nncf.Dataset(inputs), validate,
+        max_drop=PSNR_CAP_DB - floor_db, drop_type=nncf.DropType.ABSOLUTE,
+        ignored_scope=scope, advanced_quantization_parameters=_advanced(setup), **common,
+    )
