@@ -1,0 +1,20 @@
+"""`edge-anime run`: serve the watch folder until SIGTERM/SIGINT (SIGHUP reloads the config).
+
+Exit statuses: 0 after a clean stop (SIGTERM drains in-flight work first); 78 for a bad config, model or
+folder (systemd's RestartPreventExitStatus, so a broken install is not restarted in a loop); 70 for a bug.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
+                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..service.runner import Service  # imports openvino only when serving, not for --help
+
+    return Service(args.config).run()

@@ -1,0 +1,57 @@
+"""`edge-anime status`: what the service is doing, read from its atomically written status file.
+
+Exit status: 0 when the service is running, 3 when it is stopped or its status file is stale or missing
+(the LSB convention `systemctl status` uses for "not running").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+from ..config import load_config
+from ..errors import EXIT_OK
+
+EXIT_NOT_RUNNING = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
+                        help="the service's config file (default: $EDGE_ANIME_CONFIG, else configs/default.yaml)")
+    parser.add_argument("--json", action="store_true", help="print the status file as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..service.status import is_alive, read_status
+
+    config = load_config(args.config)
+    path = config.status_file()
+    try:
+        data = read_status(path)
+    except FileNotFoundError:
+        print(f"not running: no status file at {path} (service.status_file)")
+        return EXIT_NOT_RUNNING
+    except (OSError, ValueError) as exc:
+        print(f"not running: cannot read {path}: {exc}")
+        return EXIT_NOT_RUNNING
+    alive = is_alive(data)
+    if args.json:
+        print(json.dumps({**data, "alive": alive}, indent=2))
+        return EXIT_OK if alive else EXIT_NOT_RUNNING
+    counts = data.get("counts", {})
+    state = data.get("state", "?") if alive else f"not running (last state: {data.get('state', '?')})"
+    updated = datetime.fromtimestamp(float(data.get("updated", 0))).isoformat(timespec="seconds")
+    uptime_s = time.time() - float(data.get("started", time.time()))
+    print(f"state:     {state}")
+    print(f"worker:    {data.get('worker_id')} (pid {data.get('pid')} on {data.get('host')}), up {uptime_s:.0f} s")
+    print(f"model:     {data.get('model')}   detector: {data.get('detector')}   config: {data.get('config')}")
+    print(f"processed: {counts.get('processed', 0)}   failed: {counts.get('failed', 0)}   "
+          f"retries: {counts.get('retried', 0)}   in flight: {counts.get('in_flight', 0)}   "
+          f"queued: {counts.get('queued', 0)}")
+    last = data.get("last")
+    if last:
+        print(f"last:      {json.dumps(last.get('file'))} {last.get('result')} ({last.get('seconds')} s)")
+    print(f"updated:   {updated}  ({path})")
+    return EXIT_OK if alive else EXIT_NOT_RUNNING

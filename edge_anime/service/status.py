@@ -1,0 +1,74 @@
+"""The status file: what the service is doing, written atomically so `edge-anime status` never reads half.
+
+Written with ``durable=False``: losing the latest copy on power loss is harmless, and an fsync per second
+would wear an SD card for nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import write_atomic
+
+STALE_AFTER_SECONDS = 30.0  # a running service rewrites the file at least every few seconds
+
+
+@dataclass
+class Counts:
+    processed: int = 0
+    failed: int = 0
+    retried: int = 0
+    recovered: int = 0
+    in_flight: int = 0
+    queued: int = 0
+
+    def summary(self) -> str:
+        return (f"{self.processed} done, {self.failed} failed, {self.in_flight} in flight, "
+                f"{self.queued} queued, {self.retried} retries")
+
+
+@dataclass
+class Status:
+    state: str                                  # starting | ready | reloading | stopping | stopped
+    worker_id: str
+    model: str
+    detector: str
+    config: str
+    config_hash: str
+    counts: Counts = field(default_factory=Counts)
+    last: dict[str, Any] | None = None          # the last image: name, result, seconds
+    pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=socket.gethostname)
+    started: float = field(default_factory=time.time)
+    updated: float = 0.0
+
+
+def write_status(path: Path, status: Status) -> None:
+    status.updated = time.time()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(asdict(status), indent=2).encode(), durable=False)
+
+
+def read_status(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_alive(data: dict[str, Any], *, now: float | None = None) -> bool:
+    """The writer is still running: same host and its pid exists, or (another host) recently updated."""
+    now = time.time() if now is None else now
+    if data.get("state") == "stopped":
+        return False
+    if data.get("host") == socket.gethostname():
+        try:
+            os.kill(int(data["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return now - float(data.get("updated", 0)) < STALE_AFTER_SECONDS

@@ -1,0 +1,5 @@
+"""The watch folder as a state machine: inbox/ -> work/<worker>/ -> done/ | failed/ (+ outbox/ outputs).
+
+folders: layout and checks; detect: which inbox files are complete; claim: atomic take-over and recovery;
+handler: one claimed file -> output name and commit; journal: the processed list for after_success: keep.
+"""

@@ -1,0 +1,341 @@
+"""Finding complete files in the inbox: inotify events, polling, settle, ignore patterns, rescans.
+
+Shape (watchdog's own): producers fill one bounded queue of names, the service takes from it.
+- inotify (watchdog's InotifyObserver): close-write and moved-to make a file ready at once; a bare create
+  (a hard link, a file appearing without a close) is watched until it settles.
+- polling: the inbox is scanned every ``poll_interval_seconds``; a file is ready when its size, mtime and
+  ctime stayed the same for ``settle_seconds`` of this machine's clock (ctime cannot be set back by cp -p,
+  and comparing observations, not timestamps, is immune to a share's clock skew).
+- A full rescan runs at start, after an inotify queue overflow, when the ready queue was full (a name was
+  dropped) and every ``RESCAN_INTERVAL_SECONDS`` as a safety net. Rescans are generators: with 10,000 files
+  waiting only ``MAX_TRACKED_FILES`` are looked at at a time, so memory stays flat. The inbox is the queue.
+Names are inbox-relative, '/'-separated strings. Ready does not mean "still there": the claim's rename
+is the only test that counts.
+"""
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..config import WatchSection
+from ..errors import ConfigError
+from ..fsutil import is_temp_name
+
+log = logging.getLogger("edge_anime.watch")
+
+READY_QUEUE_SIZE = 64          # names offered and not yet taken
+MAX_TRACKED_FILES = 1024       # files watched for settling at once
+RESCAN_INTERVAL_SECONDS = 60.0  # inotify mode: full rescan as a safety net
+NETWORK_FS_TYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "fuse.sshfs",
+                              "fuse.glusterfs", "glusterfs", "davfs", "fuse.davfs2", "afs"})
+
+Skip = Callable[[str, os.stat_result], bool]
+Signature = tuple[int, int, int]
+
+
+class NameFilter:
+    """Which inbox names may be taken: not ignored, a wanted extension, not our own temp files."""
+
+    def __init__(self, watch: WatchSection) -> None:
+        self.patterns = list(watch.ignore_patterns)
+        self.extensions = {e.lower().lstrip(".") for e in watch.extensions}
+        self.recursive = watch.recursive
+
+    def ignored(self, name: str) -> bool:
+        return is_temp_name(name) or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    def accepts(self, rel: str) -> bool:
+        parts = rel.split("/")
+        if len(parts) > 1 and not self.recursive:
+            return False
+        if any(self.ignored(p) for p in parts):
+            return False
+        ext = parts[-1].rpartition(".")[2].lower()
+        return "." in parts[-1] and ext in self.extensions
+
+
+def scan(inbox: Path, accept: NameFilter) -> Iterator[str]:
+    """Inbox names, lazily; folders are entered only in recursive mode and never through a symlink."""
+    stack = [""]
+    while stack:
+        prefix = stack.pop()
+        try:
+            entries = os.scandir(inbox / prefix if prefix else inbox)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with entries:
+            for entry in entries:
+                rel = f"{prefix}{entry.name}"
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if is_dir:
+                    if accept.recursive and not accept.ignored(entry.name):
+                        stack.append(rel + "/")
+                elif accept.accepts(rel):
+                    yield rel
+
+
+def filesystem_type(path: Path) -> str:
+    """The mount type of ``path`` from /proc/self/mounts (longest matching mount point); '' if unknown."""
+    best, fstype = "", ""
+    target = str(path.resolve())
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mount = fields[1].replace("\\040", " ")
+                if (target == mount or target.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                    best, fstype = mount, fields[2]
+    except OSError:
+        return ""
+    return fstype
+
+
+class Detector:
+    """Offers names of complete inbox files through ``get``; runs its own thread (and watchdog's)."""
+
+    def __init__(self, inbox: Path, watch: WatchSection, *, skip: Skip | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.inbox = inbox
+        self.filter = NameFilter(watch)
+        self.settle_seconds = watch.settle_seconds
+        self.poll_interval_seconds = max(watch.poll_interval_seconds, 0.01)
+        self.requested_mode = watch.detector
+        self.mode = "polling"
+        self._skip = skip
+        self._clock = clock
+        self._ready: queue.Queue[str] = queue.Queue(maxsize=READY_QUEUE_SIZE)
+        self._offered: set[str] = set()
+        self._tracked: dict[str, tuple[Signature, float]] = {}
+        self._created: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._rescan_requested = True
+        self._rescan: Iterator[str] | None = None
+        self._last_rescan = 0.0
+        self._thread: threading.Thread | None = None
+        self._observer: object | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.mode = self._choose_mode()
+        if self.mode == "inotify":
+            self._start_inotify()
+        self._thread = threading.Thread(target=self._run, name="edge-anime-detect", daemon=True)
+        self._thread.start()
+        log.info("watching %s (%s)", self.inbox, self.mode)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._observer is not None:
+            self._observer.stop()  # type: ignore[attr-defined]
+            self._observer.join(timeout=5)  # type: ignore[attr-defined]
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def request_rescan(self) -> None:
+        self._rescan_requested = True
+
+    def get(self, timeout: float) -> str | None:
+        """The next ready name, or None after ``timeout`` seconds."""
+        try:
+            rel = self._ready.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        with self._lock:
+            self._offered.discard(rel)
+        return rel
+
+    def pending(self) -> int:
+        """Names known and not yet taken (a lower bound: untracked files in a long inbox are not counted)."""
+        return self._ready.qsize() + len(self._tracked)
+
+    # --- mode ---------------------------------------------------------------------------------------
+    def _choose_mode(self) -> str:
+        if self.requested_mode == "polling":
+            return "polling"
+        fstype = filesystem_type(self.inbox)
+        if self.requested_mode == "auto" and fstype in NETWORK_FS_TYPES:
+            log.info("inbox is on %s, where inotify sees no remote writes: polling", fstype)
+            return "polling"
+        try:
+            from watchdog.observers.inotify import InotifyObserver  # noqa: F401  (Linux only)
+        except ImportError as exc:
+            if self.requested_mode == "inotify":
+                raise ConfigError(f"watch.detector: inotify is not available here ({exc}); use auto or polling")
+            return "polling"
+        return "inotify"
+
+    def _start_inotify(self) -> None:
+        from watchdog.observers.inotify import InotifyObserver
+
+        observer = InotifyObserver(generate_full_events=True)
+        observer.schedule(_EventHandler(self), str(self.inbox), recursive=self.filter.recursive)
+        try:
+            observer.start()
+        except OSError as exc:
+            reason = {28: "inotify watch limit reached (raise fs.inotify.max_user_watches)",
+                      24: "inotify instance limit reached (raise fs.inotify.max_user_instances)"}.get(
+                exc.errno or 0, str(exc))
+            if self.requested_mode == "inotify":
+                raise ConfigError(f"watch.detector: inotify: {reason}; use auto or polling") from None
+            log.warning("%s: falling back to polling", reason)
+            self.mode = "polling"
+            return
+        _watch_overflow(self)
+        self._observer = observer
+
+    # --- the loop -----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a detector that dies silently would stop the service's intake
+                log.exception("detector: unexpected error; rescanning")
+                self._rescan = None
+                self._rescan_requested = True
+            self._stop.wait(self.poll_interval_seconds)
+
+    def tick(self) -> None:
+        """One round: take created-file events, continue or start a rescan, offer what settled."""
+        now = self._clock()
+        while len(self._tracked) < MAX_TRACKED_FILES:
+            try:
+                rel = self._created.get_nowait()
+            except queue.Empty:
+                break
+            self._track(rel, now)
+        if self._rescan is None and (self.mode == "polling" or self._rescan_requested
+                                     or now - self._last_rescan > RESCAN_INTERVAL_SECONDS):
+            self._rescan_requested = False
+            self._last_rescan = now
+            self._rescan = scan(self.inbox, self.filter)
+        if self._rescan is not None:
+            for rel in self._rescan:
+                self._track(rel, now)
+                if len(self._tracked) >= MAX_TRACKED_FILES:
+                    break
+            else:
+                self._rescan = None
+        self._offer_settled(now)
+
+    def _track(self, rel: str, now: float) -> None:
+        with self._lock:
+            if rel in self._offered or rel in self._tracked:
+                return
+        sig = self._signature(rel)
+        if sig is not None:
+            self._tracked[rel] = (sig, now)
+
+    def _signature(self, rel: str) -> Signature | None:
+        try:
+            st = os.lstat(self.inbox / rel)
+        except OSError:
+            return None
+        if self._skip is not None and self._skip(rel, st):
+            return None
+        return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def _offer_settled(self, now: float) -> None:
+        for rel, (sig, since) in list(self._tracked.items()):
+            current = None if rel in self._offered else self._signature(rel)
+            if current is None:  # gone, skipped, or offered by an event meanwhile
+                self._tracked.pop(rel, None)
+            elif current != sig:
+                self._tracked[rel] = (current, now)
+            elif now - since >= self.settle_seconds:
+                if not self.offer(rel):
+                    return
+                self._tracked.pop(rel, None)
+
+    def offer(self, rel: str) -> bool:
+        """Put ``rel`` in the ready queue; False (and a rescan later) when the queue is full."""
+        with self._lock:
+            if rel in self._offered:
+                return True
+            try:
+                self._ready.put_nowait(rel)
+            except queue.Full:
+                self._rescan_requested = True
+                return False
+            self._offered.add(rel)
+            return True
+
+    def on_complete(self, rel: str) -> None:
+        """close-write or moved-to: the writer is done with it."""
+        if not self.filter.accepts(rel):
+            return
+        if self._skip is not None:
+            try:
+                if self._skip(rel, os.lstat(self.inbox / rel)):
+                    return
+            except OSError:
+                return
+        self.offer(rel)  # the detector thread drops it from _tracked when it sees it offered
+
+    def on_created(self, rel: str) -> None:
+        if self.filter.accepts(rel):
+            try:
+                self._created.put_nowait(rel)
+            except queue.Full:
+                self._rescan_requested = True
+
+
+def _rel(detector: Detector, path: bytes | str) -> str | None:
+    rel = os.path.relpath(os.fsdecode(path), detector.inbox)
+    if rel.startswith(".." + os.sep) or rel == ".." or rel == ".":
+        return None
+    return rel.replace(os.sep, "/")
+
+
+class _EventHandler:
+    """watchdog handler: routes events to the detector; knows nothing of threads (watchdog's own rule)."""
+
+    def __init__(self, detector: Detector) -> None:
+        self.detector = detector
+
+    def dispatch(self, event: object) -> None:
+        from watchdog.events import FileClosedEvent, FileCreatedEvent, FileMovedEvent
+
+        if getattr(event, "is_directory", False):
+            if getattr(event, "event_type", "") in ("created", "moved") and self.detector.filter.recursive:
+                self.detector.request_rescan()  # a folder moved in whole: its files came without events
+            return
+        if isinstance(event, FileMovedEvent) and event.dest_path:
+            rel = _rel(self.detector, event.dest_path)
+            if rel is not None:
+                self.detector.on_complete(rel)
+        elif isinstance(event, FileClosedEvent):
+            rel = _rel(self.detector, event.src_path)
+            if rel is not None:
+                self.detector.on_complete(rel)
+        elif isinstance(event, FileCreatedEvent):
+            rel = _rel(self.detector, event.src_path)
+            if rel is not None:
+                self.detector.on_created(rel)
+
+
+class _OverflowHook(logging.Handler):
+    """watchdog logs an inotify queue overflow but has no callback for it: its warning triggers a rescan."""
+
+    def __init__(self, detector: Detector) -> None:
+        super().__init__(level=logging.WARNING)
+        self.detector = detector
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self.detector.request_rescan()
+
+
+def _watch_overflow(detector: Detector) -> None:
+    logging.getLogger("watchdog.observers.inotify_c").addHandler(_OverflowHook(detector))

@@ -1,0 +1,136 @@
+"""Detection: which inbox files are offered, and when. Real files, real inotify, real polling."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edge_anime.config import WatchSection
+from edge_anime.watch.detect import MAX_TRACKED_FILES, READY_QUEUE_SIZE, Detector, NameFilter, scan
+
+DEADLINE_SECONDS = 10.0
+
+
+def _watch(**over: object) -> WatchSection:
+    base: dict[str, object] = {"settle_seconds": 0.3, "poll_interval_seconds": 0.05}
+    base.update(over)
+    return WatchSection(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def inbox(tmp_path: Path) -> Path:
+    path = tmp_path / "inbox"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def detector_factory(inbox: Path) -> Iterator[object]:
+    started: list[Detector] = []
+
+    def make(**over: object) -> Detector:
+        det = Detector(inbox, _watch(**over))
+        det.start()
+        started.append(det)
+        return det
+
+    yield make
+    for det in started:
+        det.stop()
+
+
+def _collect(det: Detector, want: int, *, deadline_s: float = DEADLINE_SECONDS) -> list[str]:
+    got: list[str] = []
+    end = time.monotonic() + deadline_s
+    while len(got) < want and time.monotonic() < end:
+        rel = det.get(timeout=0.05)
+        if rel is not None:
+            got.append(rel)
+    return got
+
+
+def test_name_filter_ignores_temp_and_partial_names() -> None:
+    f = NameFilter(_watch())
+    for name in [".a.jpg.Xy12Ab", "a.jpg.part", "a.tmp", "a.jpg.crdownload", "~$a.jpg", ".edge-anime-tmp-1-a.jpg",
+                 "notes.txt", "noext"]:
+        assert not f.accepts(name), name
+    for name in ["a.jpg", "B.JPEG", "c d.png", "ü\nx.webp"]:
+        assert f.accepts(name), name
+    assert not f.accepts("sub/a.jpg")
+    assert NameFilter(_watch(recursive=True)).accepts("sub/a.jpg")
+    assert not NameFilter(_watch(recursive=True)).accepts(".hidden/a.jpg")
+
+
+def test_scan_skips_folders_and_enters_them_only_when_recursive(inbox: Path) -> None:
+    (inbox / "x.jpg").mkdir()
+    (inbox / "x.jpg" / "in.jpg").write_bytes(b"1")
+    (inbox / "a.jpg").write_bytes(b"1")
+    os.symlink("/etc", inbox / "etc.jpg")
+    assert sorted(scan(inbox, NameFilter(_watch()))) == ["a.jpg", "etc.jpg"]
+    assert sorted(scan(inbox, NameFilter(_watch(recursive=True)))) == ["a.jpg", "etc.jpg", "x.jpg/in.jpg"]
+
+
+@pytest.mark.parametrize("mode", ["polling", "auto"])
+def test_slow_writer_is_offered_only_when_complete(inbox: Path, detector_factory: object, mode: str) -> None:
+    det = detector_factory(detector=mode, settle_seconds=0.5)  # type: ignore[operator]
+    path = inbox / "slow.jpg"
+    offered: list[tuple[str, int]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            rel = det.get(timeout=0.02)
+            if rel is not None:
+                offered.append((rel, path.stat().st_size))
+
+    reader = threading.Thread(target=watch)
+    reader.start()
+    with open(path, "wb") as fh:  # one open file, written in chunks over ~1.5 s (pauses shorter than settle)
+        for _ in range(8):
+            fh.write(b"x" * 1000)
+            fh.flush()
+            time.sleep(0.2)
+    end = time.monotonic() + DEADLINE_SECONDS
+    while not offered and time.monotonic() < end:
+        time.sleep(0.02)
+    done.set()
+    reader.join()
+    assert offered and offered[0] == ("slow.jpg", 8000)
+
+
+def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_path: Path,
+                                                              detector_factory: object) -> None:
+    det = detector_factory(detector="inotify", settle_seconds=30)  # type: ignore[operator]
+    assert det.mode == "inotify"
+    (inbox / "cp.jpg").write_bytes(b"cp")                      # close-write
+    tmp = inbox / ".rs.jpg.AbC123"                             # rsync: temp dotfile, then rename
+    tmp.write_bytes(b"rs")
+    tmp.rename(inbox / "rs.jpg")
+    outside = tmp_path / "mv.jpg"
+    outside.write_bytes(b"mv")
+    shutil.move(str(outside), inbox / "mv.jpg")               # moved in from elsewhere
+    got = _collect(det, 3, deadline_s=5)  # settle is 30 s: only events can have offered them this fast
+    assert sorted(got) == ["cp.jpg", "mv.jpg", "rs.jpg"]
+
+
+def test_ten_thousand_waiting_files_keep_the_detector_bounded(inbox: Path, detector_factory: object) -> None:
+    count = 10_000
+    for i in range(count):
+        (inbox / f"f{i:05d}.jpg").touch()
+    det = detector_factory(detector="polling", settle_seconds=0.05, poll_interval_seconds=0.01)  # type: ignore[operator]
+    peak = 0
+    seen: set[str] = set()
+    end = time.monotonic() + 60
+    while len(seen) < count and time.monotonic() < end:
+        peak = max(peak, det.pending())
+        rel = det.get(timeout=0.05)
+        if rel is not None:
+            seen.add(rel)
+            os.unlink(inbox / rel)  # the service would claim it
+    assert len(seen) == count
+    assert peak <= MAX_TRACKED_FILES + READY_QUEUE_SIZE
