@@ -1,0 +1,265 @@
+"""imaging.decode on real files: every colour mode, EXIF orientation, broken inputs and a real PNG bomb."""
+from __future__ import annotations
+
+import io
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageCms, ImageOps
+
+from edge_anime.config import ImageSection
+from edge_anime.errors import InputError
+from edge_anime.imaging import decode, plan
+
+from conftest import REPO_ROOT, synthetic_photo
+
+KEEP = ImageSection(resize="keep")
+BOMB_SIDE_PX = 20000
+
+
+def png_chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+def write_png(path: Path, width: int, height: int, *, bit_depth: int, colour_type: int,
+              rows: Callable[[int], bytes]) -> Path:
+    """A PNG written chunk by chunk, so sizes and depths Pillow cannot write (16-bit RGB, a 20000^2 bomb)
+    cost no memory: rows are compressed one at a time, each with filter byte 0."""
+    compressor = zlib.compressobj(9)
+    idat = bytearray()
+    for y in range(height):
+        idat += compressor.compress(b"\x00" + rows(y))
+    idat += compressor.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, colour_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", bytes(idat))
+                     + png_chunk(b"IEND", b""))
+    return path
+
+
+@pytest.fixture(scope="module")
+def png_bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20000 x 20000 1-bit all-zero PNG: ~50 kB on disk, 400 MB once Pillow decodes it (1 byte/pixel)."""
+    zero_row = bytes((BOMB_SIDE_PX + 7) // 8)
+    path = write_png(tmp_path_factory.mktemp("bomb") / "bomb.png", BOMB_SIDE_PX, BOMB_SIDE_PX,
+                     bit_depth=1, colour_type=0, rows=lambda _y: zero_row)
+    assert path.stat().st_size < 200_000
+    return path
+
+
+def test_rgb_jpeg_is_contiguous_u8(make_photo: Callable[..., Path]) -> None:
+    d = decode(make_photo("a.jpg", 96, 64), KEEP)
+    assert d.rgb.shape == (64, 96, 3) and d.rgb.dtype == np.uint8 and d.rgb.flags.c_contiguous
+    assert d.alpha is None and d.source_format == "JPEG" and d.original_size == (96, 64)
+
+
+@pytest.mark.parametrize(("mode", "ext"), [("L", "png"), ("L", "jpg"), ("1", "png"), ("P", "png"),
+                                           ("RGB", "bmp"), ("RGB", "tif"), ("RGB", "webp"), ("P", "gif")])
+def test_opaque_modes_become_rgb(make_photo: Callable[..., Path], mode: str, ext: str) -> None:
+    path = make_photo(f"m.{ext}", 48, 32, mode=mode)
+    reference = np.asarray(Image.open(path).convert("RGB"))
+    d = decode(path, KEEP)
+    assert d.rgb.shape == (32, 48, 3) and d.alpha is None
+    assert np.array_equal(d.rgb, reference)
+
+
+def test_one_bit_is_black_and_white(make_photo: Callable[..., Path]) -> None:
+    d = decode(make_photo("bw.png", 40, 24, mode="1"), KEEP)
+    assert set(np.unique(d.rgb)) <= {0, 255} and len(np.unique(d.rgb)) == 2
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA"])
+def test_alpha_modes_keep_alpha(tmp_path: Path, mode: str) -> None:
+    rgba = synthetic_photo(40, 30).convert("RGBA")
+    alpha = np.zeros((30, 40), np.uint8)
+    alpha[:, 20:] = 255
+    alpha[:, 10:20] = 128
+    rgba.putalpha(Image.fromarray(alpha))
+    path = tmp_path / "t.png"
+    (rgba if mode == "RGBA" else rgba.convert(mode)).save(path)
+    d = decode(path, KEEP)
+    assert d.alpha is not None and d.alpha.shape == (30, 40)
+    assert np.array_equal(d.alpha, np.asarray(Image.open(path).convert("RGBA").getchannel("A")))
+
+
+def test_palette_with_transparent_index_keeps_alpha(tmp_path: Path) -> None:
+    pal = synthetic_photo(32, 32).convert("P")
+    pixels = np.asarray(pal).copy()
+    pixels[:8] = 0
+    image = Image.fromarray(pixels, "P")
+    image.putpalette(pal.getpalette())
+    path = tmp_path / "t.gif"
+    image.save(path, transparency=0)
+    d = decode(path, KEEP)
+    assert d.alpha is not None and (d.alpha[:8] == 0).all() and (d.alpha[8:][pixels[8:] != 0] == 255).all()
+
+
+def test_fully_opaque_alpha_is_dropped(make_photo: Callable[..., Path]) -> None:
+    assert decode(make_photo("o.png", mode="RGBA"), KEEP).alpha is None
+
+
+def test_cmyk_jpeg_converts_to_rgb(tmp_path: Path) -> None:
+    rgb = synthetic_photo(64, 48)
+    path = tmp_path / "cmyk.jpg"
+    rgb.convert("CMYK").save(path, quality=95)
+    d = decode(path, KEEP)
+    assert d.rgb.shape == (48, 64, 3) and d.icc is None
+    assert np.abs(d.rgb.astype(int) - np.asarray(rgb, dtype=int)).mean() < 6
+
+
+def test_sixteen_bit_gray_png_is_scaled_not_clipped(tmp_path: Path) -> None:
+    ramp = np.tile(np.linspace(0, 65535, 64).astype(np.uint16), (8, 1))
+    path = tmp_path / "g16.png"
+    Image.fromarray(ramp).save(path)
+    assert Image.open(path).mode.startswith("I")
+    d = decode(path, KEEP)
+    assert np.array_equal(d.rgb[..., 0], (ramp >> 8).astype(np.uint8))
+    assert 125 <= d.rgb[0, 32, 0] <= 131 and (d.rgb[..., 0] < 255).sum() > 60  # a clip would give 255s
+
+
+def test_sixteen_bit_rgb_png(tmp_path: Path) -> None:
+    values = np.linspace(0, 65535, 32).astype(">u2")
+    row = np.stack([values, values[::-1], np.full(32, 0x8000)], axis=1).astype(">u2").tobytes()  # PNG is big-endian
+    path = write_png(tmp_path / "rgb16.png", 32, 4, bit_depth=16, colour_type=2, rows=lambda _y: row)
+    d = decode(path, KEEP)
+    assert d.rgb.shape == (4, 32, 3)
+    assert np.array_equal(d.rgb[0, :, 0], (values >> 8).astype(np.uint8)) and (d.rgb[..., 2] == 128).all()
+
+
+def test_int32_and_float_tiff(tmp_path: Path) -> None:
+    ramp = np.tile(np.linspace(0, 65535, 64), (4, 1))
+    Image.fromarray(ramp.astype(np.int32), "I").save(tmp_path / "i.tif")
+    Image.fromarray((ramp / 65535).astype(np.float32), "F").save(tmp_path / "f.tif")
+    as_int = decode(tmp_path / "i.tif", KEEP).rgb[..., 0]
+    as_float = decode(tmp_path / "f.tif", KEEP).rgb[..., 0]
+    assert as_int[0, 0] == 0 and as_int[0, -1] == 255 and 120 <= as_int[0, 32] <= 135
+    assert as_float[0, 0] == 0 and as_float[0, -1] == 255 and 120 <= as_float[0, 32] <= 135
+
+
+def _oriented_jpeg(path: Path, orientation: int) -> Path:
+    image = synthetic_photo(60, 40)
+    image.paste((255, 0, 0), (0, 0, 12, 8))  # a marker in the stored top-left corner
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    exif[0x010F] = "TestCam"
+    image.save(path, quality=95, exif=exif.tobytes())
+    return path
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_matches_exif_transpose(tmp_path: Path, orientation: int) -> None:
+    path = _oriented_jpeg(tmp_path / f"o{orientation}.jpg", orientation)
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(path)).convert("RGB"))
+    d = decode(path, KEEP)
+    assert np.array_equal(d.rgb, expected)
+    assert d.original_size == (expected.shape[1], expected.shape[0])
+    exif = Image.Exif()
+    exif.load(d.exif)
+    assert exif[0x0112] == 1 and exif[0x010F] == "TestCam"
+
+
+def test_orientation_can_be_left_to_the_viewer(tmp_path: Path) -> None:
+    path = _oriented_jpeg(tmp_path / "o6.jpg", 6)
+    d = decode(path, ImageSection(resize="keep", apply_exif_orientation=False))
+    exif = Image.Exif()
+    exif.load(d.exif)
+    assert d.rgb.shape[:2] == (40, 60) and exif[0x0112] == 6
+
+
+def test_rgb_icc_profile_is_kept_and_gray_dropped(tmp_path: Path) -> None:
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    synthetic_photo(32, 32).save(tmp_path / "icc.jpg", icc_profile=srgb)
+    assert decode(tmp_path / "icc.jpg", KEEP).icc == srgb
+
+
+def test_large_jpeg_uses_dct_scaling_but_plans_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "big.jpg"
+    synthetic_photo(1600, 1200, seed=3).save(path, quality=95)
+    cfg = ImageSection(resize="max_side", max_side=128)
+    d = decode(path, cfg)
+    assert d.original_size == (1600, 1200) and d.size == (400, 300)  # 1/4 scale: still >= 2x the target
+    planned = plan(d, cfg, multiple=8)
+    full = plan(decode(path, KEEP), cfg, multiple=8)
+    assert planned.size == full.size == (128, 96)
+    mse = np.mean((planned.rgb.astype(np.float64) - full.rgb) ** 2)
+    assert 10 * np.log10(255**2 / max(mse, 1e-9)) > 35
+
+
+def _assert_input_error(path: Path, *words: str, cfg: ImageSection = KEEP) -> None:
+    with pytest.raises(InputError) as info:
+        decode(path, cfg)
+    assert info.value.stage == "decode" and str(path) in str(info.value)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_truncated_jpeg(tmp_path: Path) -> None:
+    data = io.BytesIO()
+    synthetic_photo(256, 192).save(data, "JPEG", quality=95)
+    path = tmp_path / "cut.jpg"
+    path.write_bytes(data.getvalue()[: len(data.getvalue()) // 2])
+    _assert_input_error(path, "truncated")
+
+
+def test_zero_byte_file(tmp_path: Path) -> None:
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    _assert_input_error(tmp_path / "empty.jpg", "empty file")
+
+
+def test_text_named_jpg(tmp_path: Path) -> None:
+    (tmp_path / "notes.jpg").write_text("shopping list: eggs, milk\n" * 20)
+    _assert_input_error(tmp_path / "notes.jpg", "not a JPEG")
+
+
+def test_directory_and_missing_file(tmp_path: Path) -> None:
+    (tmp_path / "folder.jpg").mkdir()
+    _assert_input_error(tmp_path / "folder.jpg", "is a directory")
+    _assert_input_error(tmp_path / "gone.jpg", "no such file")
+
+
+def test_formats_outside_the_list_are_refused(tmp_path: Path) -> None:
+    synthetic_photo(32, 32).save(tmp_path / "icon.ico")
+    _assert_input_error(tmp_path / "icon.ico", "not a JPEG")
+
+
+@pytest.mark.parametrize("side", [40, 64])  # 1600 px: Pillow's warning (> limit); 4096: its error (> 2x limit)
+def test_pillow_bomb_checks_become_input_errors(make_photo: Callable[..., Path], side: int) -> None:
+    path = make_photo("small.png", side, side)
+    _assert_input_error(path, "refused before decoding", "max_pixels=1000",
+                        cfg=ImageSection(resize="keep", max_pixels=1000))
+
+
+def test_png_bomb_is_refused_fast(png_bomb: Path) -> None:
+    start = time.perf_counter()
+    _assert_input_error(png_bomb, "refused before decoding")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_png_bomb_is_never_decoded(png_bomb: Path) -> None:
+    """Peak memory of a fresh process stays flat: 20000^2 decoded would add 400 MB."""
+    script = textwrap.dedent(f"""
+        import resource, sys
+        from pathlib import Path
+        from edge_anime.config import ImageSection
+        from edge_anime.errors import InputError
+        from edge_anime.imaging import decode
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            decode(Path({str(png_bomb)!r}), ImageSection())
+        except InputError as exc:
+            print("refused:", exc)
+        grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print("grown_kb", grown_kb)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=60, check=True).stdout
+    assert "refused:" in out and "max_pixels" in out
+    grown_kb = int(out.split("grown_kb")[1])
+    assert grown_kb < 20_000, out
