@@ -1,0 +1,319 @@
+"""Files in, stylized files out, with the two cores kept on inference.
+
+Three overlapping stages:
+  decode pool (``pipeline.decode_threads``): read, decode, plan (resize), then start an async inference;
+  OpenVINO ``AsyncInferQueue`` per compiled shape, ``engine.num_requests`` inferences in flight in total;
+  encode pool (``pipeline.encode_threads``): finish (alpha, upscale), encode, ``write_atomic``.
+Pillow's decode/encode and OpenVINO's inference release the GIL, so threads are enough and the heavy work
+of one image overlaps the inference of the others.
+
+Back-pressure: ``submit`` takes one of ``pipeline.max_in_flight`` slots and blocks while none is free; a slot
+is given back when the job's ``on_done`` has run. Every queue between the stages therefore holds at most
+``max_in_flight`` jobs, which bounds memory without a bounded queue per stage. A second semaphore of
+``engine.num_requests`` caps the inferences running across all shapes, so two photo sizes do not put twice
+the requests on the cores.
+
+Why ThreadPoolExecutor and not hand-written worker threads: it gives the worker loop, shutdown and
+``cancel_futures`` (jobs still waiting when the pipeline closes get their ``on_done`` with an error).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from . import imaging
+from .config import Config
+from .engine import Engine
+from .errors import InputError, TransientError
+from .fsutil import TRANSIENT_ERRNOS, write_atomic
+
+log = logging.getLogger(__name__)
+
+# Stage names, in the order a job passes them; every JobResult carries all of them (0.0 when not reached).
+# compile: a static shape compiled (or loaded from the model cache) for this job's size;
+# wait: time the decoded image waited for a free inference request.
+STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "encode", "write")
+# Formats the encoder writes, by output suffix; "jpeg" is spelled "jpg" for imaging.encode.
+SUFFIX_FORMATS = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
+
+
+@dataclass(frozen=True)
+class Job:
+    src: Path
+    dst: Path  # final output path, written with fsutil.write_atomic; its suffix picks the format
+    tag: Any = None  # the caller's own data (the watch folder's claim record)
+
+
+@dataclass
+class JobResult:
+    job: Job
+    error: BaseException | None  # InputError / TransientError / other (a bug); None when ok
+    timings_s: dict[str, float]  # per stage, see STAGES; plus "total" (submit to done)
+    in_size: tuple[int, int] | None = None  # (W, H) decoded
+    out_size: tuple[int, int] | None = None  # (W, H) written
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _Work:
+    """One job on its way through the stages."""
+
+    job: Job
+    submitted: float
+    timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    decoded: Any = None  # imaging.Decoded after plan
+    planned: Any = None
+    stylized: np.ndarray | None = None
+    in_size: tuple[int, int] | None = None
+    out_size: tuple[int, int] | None = None
+    infer_started: float = 0.0
+
+
+class Pipeline:
+    """decode threads -> AsyncInferQueue -> encode threads; ``on_done`` exactly once per submitted job."""
+
+    def __init__(self, engine: Engine, config: Config, *, on_done: Callable[[JobResult], None]) -> None:
+        self.engine = engine
+        self.config = config
+        self._on_done = on_done
+        self.multiple = max(config.image.multiple, engine.model_info.size_multiple)
+        configured = config.pipeline.max_in_flight
+        self.max_in_flight = 2 * engine.num_requests if configured == "auto" else int(configured)
+        self._slots = threading.BoundedSemaphore(self.max_in_flight)
+        self._infer_slots = threading.BoundedSemaphore(engine.num_requests)
+        self._infer_lock = threading.Lock()
+        self._queues: OrderedDict[int, tuple[ov.CompiledModel, ov.AsyncInferQueue]] = OrderedDict()
+        self._decoders = ThreadPoolExecutor(config.pipeline.decode_threads, thread_name_prefix="ea-decode")
+        self._encoders = ThreadPoolExecutor(config.pipeline.encode_threads, thread_name_prefix="ea-encode")
+        self._state = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
+
+    # -- public --------------------------------------------------------------------------------------
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.drain(timeout_s=None)
+        self.close()
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs submitted whose ``on_done`` has not run yet."""
+        with self._state:
+            return self._in_flight
+
+    def submit(self, job: Job) -> None:
+        """Queue one job; blocks while ``max_in_flight`` jobs are in flight (the back-pressure)."""
+        if self._closed:
+            raise RuntimeError("Pipeline.submit after close()")
+        self._slots.acquire()
+        with self._state:
+            self._in_flight += 1
+        work = _Work(job=job, submitted=time.perf_counter())
+        try:
+            future = self._decoders.submit(self._decode_stage, work)
+        except RuntimeError as exc:  # closed between the check and here
+            self._finish(work, TransientError(f"{job.src}: pipeline closed before the job ran", stage="queue"))
+            raise RuntimeError("Pipeline.submit after close()") from exc
+        future.add_done_callback(lambda f, w=work: self._cancelled(f, w, "decode"))
+
+    def drain(self, timeout_s: float | None) -> bool:
+        """Wait until every submitted job has had its ``on_done``; False when ``timeout_s`` ran out first."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._state:
+            while self._in_flight:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._state.wait(left)
+        return True
+
+    def close(self) -> None:
+        """Stop: jobs not started yet get ``on_done`` with a TransientError; those running finish first."""
+        self._closed = True
+        self._decoders.shutdown(wait=True, cancel_futures=True)
+        with self._infer_lock:
+            queues = [q for _, q in self._queues.values()]
+        for queue in queues:
+            queue.wait_all()
+        self._encoders.shutdown(wait=True, cancel_futures=False)
+        with self._infer_lock:
+            self._queues.clear()
+
+    # -- stages --------------------------------------------------------------------------------------
+    def _decode_stage(self, work: _Work) -> None:
+        try:
+            self._read_decode_plan(work)
+            self._start_inference(work)
+        except BaseException as exc:  # noqa: BLE001 - every failure is this job's result, never the pipeline's
+            self._finish(work, exc)
+
+    def _read_decode_plan(self, work: _Work) -> None:
+        cfg = self.config
+        start = time.perf_counter()
+        _read_whole(work.job.src)  # timed apart so the I/O layer shows; decode then reads the page cache
+        decoded_at = time.perf_counter()
+        decoded = imaging.decode(work.job.src, cfg.image)
+        planned_at = time.perf_counter()
+        work.in_size = decoded.original_size
+        work.decoded = decoded
+        work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple)
+        done = time.perf_counter()
+        work.timings["read"] = decoded_at - start
+        work.timings["decode"] = planned_at - decoded_at
+        work.timings["resize"] = done - planned_at
+
+    def _start_inference(self, work: _Work) -> None:
+        rgb = np.ascontiguousarray(work.planned.rgb)
+        height, width = rgb.shape[:2]
+        start = time.perf_counter()
+        queue = self._queue_for(self.engine.compiled(height, width))
+        compiled_at = time.perf_counter()
+        self._infer_slots.acquire()
+        work.infer_started = time.perf_counter()
+        work.timings["compile"] = compiled_at - start
+        work.timings["wait"] = work.infer_started - compiled_at
+        try:
+            with self._infer_lock:
+                # share_inputs: no copy of the picture; ``work`` keeps the array alive until the callback.
+                queue.start_async({0: rgb[None]}, work, share_inputs=True)
+        except BaseException:
+            self._infer_slots.release()
+            raise
+
+    def _queue_for(self, compiled: ov.CompiledModel) -> ov.AsyncInferQueue:
+        key = id(compiled)
+        with self._infer_lock:
+            entry = self._queues.get(key)
+            if entry is not None:
+                self._queues.move_to_end(key)
+                return entry[1]
+            queue = ov.AsyncInferQueue(compiled, self.engine.num_requests)
+            queue.set_callback(self._inferred)
+            self._queues[key] = (compiled, queue)  # the compiled model is kept alive with its queue
+            stale = [k for k in self._queues if k != key][: max(0, len(self._queues) - self.engine.device.shape_cache_size)]
+            retired = [self._queues.pop(k)[1] for k in stale]
+        for old in retired:
+            old.wait_all()  # its last callbacks run before the queue is dropped
+        return queue
+
+    def _inferred(self, request: ov.InferRequest, work: _Work) -> None:
+        """OpenVINO's callback thread: copy the output out of the request and hand it to the encoders."""
+        try:
+            work.timings["infer"] = time.perf_counter() - work.infer_started
+            work.stylized = np.array(request.get_output_tensor(0).data[0], copy=True)
+        except BaseException as exc:  # noqa: BLE001
+            self._infer_slots.release()
+            self._finish(work, exc)
+            return
+        self._infer_slots.release()
+        try:
+            future = self._encoders.submit(self._encode_stage, work)
+        except RuntimeError:
+            self._finish(work, TransientError(f"{work.job.src}: pipeline closed before encoding", stage="encode"))
+            return
+        future.add_done_callback(lambda f, w=work: self._cancelled(f, w, "encode"))
+
+    def _encode_stage(self, work: _Work) -> None:
+        try:
+            cfg = self.config
+            start = time.perf_counter()
+            assert work.stylized is not None
+            image = imaging.finish(work.stylized, work.planned, cfg.image)
+            ext = SUFFIX_FORMATS.get(work.job.dst.suffix.lstrip(".").lower(), "jpg")
+            data = imaging.encode(image, work.planned, cfg.output, ext=ext)
+            encoded_at = time.perf_counter()
+            work.out_size = image.size
+            work.stylized = None
+            _write(work.job.dst, data)
+            work.timings["encode"] = encoded_at - start
+            work.timings["write"] = time.perf_counter() - encoded_at
+        except BaseException as exc:  # noqa: BLE001
+            self._finish(work, exc)
+            return
+        self._finish(work, None)
+
+    # -- completion ----------------------------------------------------------------------------------
+    def _cancelled(self, future: Future[None], work: _Work, stage: str) -> None:
+        if future.cancelled():
+            self._finish(work, TransientError(f"{work.job.src}: pipeline closed before {stage}", stage=stage))
+
+    def _finish(self, work: _Work, error: BaseException | None) -> None:
+        work.timings["total"] = time.perf_counter() - work.submitted
+        out_size = work.out_size if error is None else None
+        result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
+                           out_size=out_size)
+        work.decoded = work.planned = work.stylized = None
+        try:
+            self._on_done(result)
+        except Exception:  # noqa: BLE001 - a caller's bug must not take the pipeline's threads down
+            log.exception("pipeline: on_done raised for %s", work.job.src)
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+            self._slots.release()
+
+
+def _read_whole(path: Path) -> int:
+    """Read the file once (timed as the ``read`` stage); missing or unreadable inputs are InputErrors."""
+    try:
+        with open(path, "rb") as fh:
+            return len(fh.read())
+    except OSError as exc:
+        if exc.errno in TRANSIENT_ERRNOS:
+            raise TransientError(f"{path}: {exc.strerror}", stage="read") from exc
+        raise InputError(f"{path}: cannot read: {exc.strerror}", stage="read") from exc
+
+
+def _write(path: Path, data: bytes) -> None:
+    """write_atomic, with every OSError a TransientError naming the file: the input is kept for a retry
+    (a full disk and an outbox without write permission both need time or an operator, not a new input)."""
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        raise TransientError(f"{path}: cannot write output: {reason}", stage="write") from exc
+
+
+def run_jobs(engine: Engine, config: Config, jobs: Iterable[Job], *, progress: bool = False) -> list[JobResult]:
+    """Run every job through one pipeline; the results come back in the order of ``jobs``."""
+    jobs = list(jobs)
+    results: dict[int, JobResult] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), unit="img", dynamic_ncols=True)
+    lock = threading.Lock()
+
+    def done(result: JobResult) -> None:
+        with lock:
+            results[id(result.job)] = result
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        with Pipeline(engine, config, on_done=done) as pipeline:
+            for job in jobs:
+                pipeline.submit(job)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [results[id(job)] for job in jobs]

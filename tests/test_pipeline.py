@@ -1,0 +1,140 @@
+"""Pipeline: every job gets exactly one on_done, bad inputs and unwritable outputs are per-job errors, and
+submit blocks at max_in_flight. Real OpenVINO on the seeded-random IR, real files, 64-96 px pictures."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from edge_anime.config import Config, load_config
+from edge_anime.engine import Engine
+from edge_anime.errors import InputError, TransientError
+from edge_anime.models import resolve_model
+from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, run_jobs
+
+DEADLINE_S = 60.0  # seconds; generous for a loaded 2-core box, never reached when things work
+
+
+@pytest.fixture
+def config(write_config: Callable[..., Path]) -> Config:
+    return load_config(write_config({"image": {"resize": "max_side", "max_side": 64}}))
+
+
+@pytest.fixture
+def engine(config: Config) -> Engine:
+    return Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
+
+
+def _jobs(make_photo: Callable[..., Path], out: Path, count: int, *, ext: str = "jpg") -> list[Job]:
+    out.mkdir(exist_ok=True)
+    sizes = [(96, 64), (64, 96), (80, 80)]
+    return [Job(src=make_photo(f"in_{i}.png", *sizes[i % len(sizes)], seed=i), dst=out / f"out_{i}.{ext}", tag=i)
+            for i in range(count)]
+
+
+def test_every_job_gets_one_on_done_with_stage_timings(engine: Engine, config: Config, make_photo: Callable[..., Path],
+                                                       tmp_path: Path) -> None:
+    jobs = _jobs(make_photo, tmp_path / "out", 7)
+    seen: list[JobResult] = []
+    with Pipeline(engine, config, on_done=seen.append) as pipeline:
+        for job in jobs:
+            pipeline.submit(job)
+        assert pipeline.drain(DEADLINE_S)
+    assert Counter(r.job.tag for r in seen) == Counter(range(7))
+    for result in seen:
+        assert result.ok, result.error
+        assert set(STAGES) <= set(result.timings_s) and result.timings_s["infer"] > 0
+        with Image.open(result.job.dst) as written:
+            assert written.format == "JPEG" and written.size == result.out_size
+        assert max(result.out_size or (0, 0)) <= 64 and result.in_size in {(96, 64), (64, 96), (80, 80)}
+
+
+def test_output_suffix_picks_the_format(engine: Engine, config: Config, make_photo: Callable[..., Path],
+                                        tmp_path: Path) -> None:
+    results = run_jobs(engine, config, _jobs(make_photo, tmp_path / "out", 2, ext="png"))
+    assert [r.job.tag for r in results] == [0, 1]  # in the order given
+    for result in results:
+        with Image.open(result.job.dst) as written:
+            assert written.format == "PNG"
+
+
+def test_bad_inputs_and_unwritable_outputs_are_per_job_errors(engine: Engine, config: Config,
+                                                              make_photo: Callable[..., Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    good = _jobs(make_photo, out, 2)
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.jpg"
+    text.write_text("not a picture", encoding="utf-8")
+    bad = [Job(src=empty, dst=out / "empty.jpg"), Job(src=text, dst=out / "notes.jpg"),
+           Job(src=tmp_path / "missing.jpg", dst=out / "missing.jpg"),
+           Job(src=good[0].src, dst=tmp_path / "no-such-folder" / "x.jpg")]
+    results = run_jobs(engine, config, [bad[0], good[0], bad[1], bad[2], bad[3], good[1]])
+    by_src = {(r.job.src.name, r.job.dst.name): r for r in results}
+    assert by_src[("empty.jpg", "empty.jpg")].error.__class__ is InputError
+    assert isinstance(by_src[("notes.jpg", "notes.jpg")].error, InputError)
+    missing = by_src[("missing.jpg", "missing.jpg")].error
+    assert isinstance(missing, InputError) and missing.stage == "read"
+    unwritable = by_src[(good[0].src.name, "x.jpg")].error
+    assert isinstance(unwritable, TransientError) and unwritable.stage == "write" and "x.jpg" in str(unwritable)
+    assert [r.ok for r in results if r.job in good] == [True, True]
+    assert not list((tmp_path / "out").glob(".edge-anime-tmp-*"))
+
+
+def test_submit_blocks_at_max_in_flight(write_config: Callable[..., Path], make_photo: Callable[..., Path],
+                                        tmp_path: Path) -> None:
+    config = load_config(write_config({"image": {"max_side": 64}, "pipeline": {"max_in_flight": 2}}))
+    engine = Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
+    jobs = _jobs(make_photo, tmp_path / "out", 5)
+    release = threading.Event()
+    done: list[Any] = []
+    submitted: list[int] = []
+    peak = [0]
+
+    def on_done(result: JobResult) -> None:
+        peak[0] = max(peak[0], pipeline.in_flight)
+        release.wait(DEADLINE_S)  # hold the encode thread: nothing completes until the test says so
+        done.append(result.job.tag)
+
+    pipeline = Pipeline(engine, config, on_done=on_done)
+
+    def feed() -> None:
+        for job in jobs:
+            pipeline.submit(job)
+            submitted.append(job.tag)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    feeder.join(timeout=3.0)  # bounded wait: the feeder must still be blocked in submit afterwards
+    assert feeder.is_alive() and submitted == [0, 1] and pipeline.in_flight == 2
+    release.set()
+    feeder.join(DEADLINE_S)
+    assert pipeline.drain(DEADLINE_S)
+    pipeline.close()
+    assert sorted(done) == [0, 1, 2, 3, 4] and peak[0] <= 2
+
+
+def test_close_gives_waiting_jobs_an_error_once(engine: Engine, config: Config, make_photo: Callable[..., Path],
+                                                tmp_path: Path) -> None:
+    jobs = _jobs(make_photo, tmp_path / "out", 6)
+    seen: list[JobResult] = []
+    lock = threading.Lock()
+
+    def on_done(result: JobResult) -> None:
+        with lock:
+            seen.append(result)
+
+    pipeline = Pipeline(engine, config, on_done=on_done)
+    for job in jobs:
+        pipeline.submit(job)
+    pipeline.close()
+    assert Counter(r.job.tag for r in seen) == Counter(range(6))
+    for result in seen:
+        assert result.ok or isinstance(result.error, TransientError)
+    with pytest.raises(RuntimeError, match="after close"):
+        pipeline.submit(jobs[0])
