@@ -1,0 +1,137 @@
+"""imaging.plan: every resize mode, the size multiple, and the inference-memory guard (checked against the
+real OpenVINO runtime's peak memory)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from edge_anime.config import ImageSection
+from edge_anime.errors import InputError
+from edge_anime.imaging import decode, estimate_inference_mb, plan
+from edge_anime.imaging.geometry import fit_budget, round_to_multiple, target_size
+
+from conftest import REPO_ROOT, synthetic_photo
+
+
+def _planned(path: Path, model_multiple: int = 8, **image: object) -> tuple[int, int]:
+    """Planned (W, H); ``model_multiple`` is the model's, ``image`` the ImageSection's fields."""
+    cfg = ImageSection(**image)
+    result = plan(decode(path, cfg), cfg, multiple=model_multiple)
+    assert result.rgb.flags.c_contiguous and result.rgb.dtype == np.uint8
+    return result.size
+
+
+def test_keep_rounds_to_the_nearest_multiple(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("a.png", 100, 60), resize="keep") == (104, 64)
+    assert _planned(make_photo("b.png", 99, 58), resize="keep", model_multiple=4) == (96, 56)  # image.multiple 8 wins
+    assert _planned(make_photo("c.png", 99, 58), resize="keep", model_multiple=4, multiple=4) == (100, 60)
+
+
+def test_sides_never_below_one_multiple(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("tiny.png", 3, 2), resize="keep", model_multiple=4, multiple=4) == (4, 4)
+    assert round_to_multiple(2, 4) == 4 and round_to_multiple(12, 8) == 16 and round_to_multiple(11.9, 8) == 8
+
+
+def test_model_multiple_wins_when_larger(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("a.png", 100, 60), resize="keep", model_multiple=16) == (96, 64)
+
+
+def test_max_side_shrinks_and_never_enlarges(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("wide.png", 300, 200), resize="max_side", max_side=128) == (128, 88)
+    assert _planned(make_photo("tall.jpg", 200, 300), resize="max_side", max_side=128) == (88, 128)
+    assert _planned(make_photo("small.png", 64, 48), resize="max_side", max_side=128) == (64, 48)
+
+
+def test_fixed_is_exact_width_by_height(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("a.png", 300, 200), resize="fixed", fixed="96x64") == (96, 64)
+    assert _planned(make_photo("b.png", 30, 20), resize="fixed", fixed=[64, 96]) == (64, 96)
+
+
+def test_center_square_crops_the_middle(tmp_path: Path) -> None:
+    stripes = np.zeros((80, 160, 3), np.uint8)
+    stripes[:, :40] = (255, 0, 0)
+    stripes[:, 40:120] = (0, 200, 0)
+    stripes[:, 120:] = (0, 0, 255)
+    Image.fromarray(stripes).save(tmp_path / "s.png")
+    cfg = ImageSection(resize="center_square", center_square=32)
+    result = plan(decode(tmp_path / "s.png", cfg), cfg, multiple=8)
+    assert result.size == (32, 32) and result.restore_size == (80, 80)
+    assert np.abs(result.rgb.astype(int) - (0, 200, 0)).max() <= 2  # only the green middle is left
+
+
+def test_center_square_enlarges_small_faces(make_photo: Callable[..., Path]) -> None:
+    assert _planned(make_photo("face.jpg", 40, 50), resize="center_square", center_square=64) == (64, 64)
+
+
+def test_alpha_is_resized_alongside(tmp_path: Path) -> None:
+    rgba = synthetic_photo(200, 100).convert("RGBA")
+    alpha = np.full((100, 200), 255, np.uint8)
+    alpha[:, :100] = 0
+    rgba.putalpha(Image.fromarray(alpha))
+    rgba.save(tmp_path / "t.png")
+    cfg = ImageSection(resize="max_side", max_side=64)
+    result = plan(decode(tmp_path / "t.png", cfg), cfg, multiple=8)
+    assert result.alpha is not None and result.alpha.shape == (32, 64)
+    assert (result.alpha[:, :28] == 0).all() and (result.alpha[:, 36:] == 255).all()
+
+
+def test_over_budget_downscales_keeping_aspect(make_photo: Callable[..., Path]) -> None:
+    cfg = ImageSection(resize="keep", memory_budget_mb=100)
+    path = make_photo("big.png", 800, 600)
+    result = plan(decode(path, cfg), cfg, multiple=8)
+    width, height = result.size
+    assert estimate_inference_mb(width, height) <= 100 < estimate_inference_mb(width + 8, height + 8)
+    assert width % 8 == 0 and height % 8 == 0 and abs(width / height - 800 / 600) < 0.06
+    assert result.restore_size == (800, 600)
+
+
+def test_over_budget_refused_names_file_and_key(make_photo: Callable[..., Path]) -> None:
+    cfg = ImageSection(resize="keep", memory_budget_mb=100, over_budget="refuse")
+    path = make_photo("big.png", 800, 600)
+    with pytest.raises(InputError) as info:
+        plan(decode(path, cfg), cfg, multiple=8)
+    assert info.value.stage == "plan" and str(path) in str(info.value)
+    assert "image.memory_budget_mb=100" in str(info.value) and "800x600" in str(info.value)
+
+
+def test_a_24_megapixel_photo_fits_a_small_box() -> None:
+    """6000 x 4000 at `keep` with the default 1 GB budget: planned under budget, aspect kept."""
+    cfg = ImageSection(resize="keep")
+    width, height = target_size((6000, 4000), cfg, multiple=8)  # type: ignore[misc]
+    assert estimate_inference_mb(6000, 4000) > 20_000
+    assert estimate_inference_mb(width, height) <= cfg.memory_budget_mb
+    assert abs(width / height - 1.5) < 0.02 and width > 1000
+    assert fit_budget((6000, 4000), 1, multiple=8) is None
+
+
+def test_budget_estimate_holds_on_the_real_runtime(random_ir: Path) -> None:
+    """Compile and run the real IR at the size the guard picks for a 300 MB budget, f32 (the worst case),
+    in a fresh process: its peak memory growth stays within the budget."""
+    budget_mb = 300
+    width, height = target_size((4000, 3000), ImageSection(resize="keep", memory_budget_mb=budget_mb),
+                                multiple=8)  # type: ignore[misc]
+    script = textwrap.dedent(f"""
+        import numpy as np, openvino as ov, psutil
+        def peak_kb():  # VmHWM: unlike ru_maxrss, not inherited from the parent (pytest) across exec
+            return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+        core = ov.Core()
+        model = core.read_model({str(random_ir / "model.xml")!r})
+        model.reshape({{model.input(0): ov.PartialShape([1, {height}, {width}, 3])}})
+        image = np.random.default_rng(0).integers(0, 256, (1, {height}, {width}, 3), dtype=np.uint8)
+        before_kb = psutil.Process().memory_info().rss / 1024
+        compiled = core.compile_model(model, "CPU", {{"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1",
+                                                      "INFERENCE_PRECISION_HINT": "f32"}})
+        compiled.create_infer_request().infer({{0: image}})
+        print((peak_kb() - before_kb) / 1024)
+    """)
+    grown_mb = float(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                                    cwd=REPO_ROOT, timeout=300).stdout.split()[-1])
+    assert grown_mb <= budget_mb, (width, height, grown_mb)
+    assert grown_mb > 0.5 * (estimate_inference_mb(width, height) - 56), "estimate far too pessimistic"
