@@ -1,0 +1,183 @@
+"""`edge-anime stylize INPUT... -o DIR`: stylize files, folders and globs once, through the service's pipeline.
+
+Every input is tried even when others fail; the failures are listed at the end, one line each with the
+reason, and the exit status is 1 (70 when one of them was a bug, 78 for a bad config or model, before any
+work starts). Output names follow ``output.name_template``; a name already taken (on disk or by another
+input of the same batch) gets ``-1``, ``-2``... as in the watch folder, so nothing is overwritten.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InputError, TransientError
+from ..fsutil import is_temp_name
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..models import ModelInfo
+    from ..pipeline import Job, JobResult
+
+MAX_NAME_SUFFIX = 10_000  # "-1" ... before giving up on a free output name
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file and the sub-folder (relative to the folder it was found in) mirrored under -o."""
+
+    path: Path
+    subdir: Path = Path()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="INPUT",
+                        help="image files, folders (their images; sub-folders only with -r) or glob patterns "
+                             "(quote them: '*.jpg')")
+    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
+                        help="folder for the stylized files (created if missing)")
+    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
+                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
+    parser.add_argument("-r", "--recursive", action="store_true",
+                        help="descend into sub-folders of folder inputs (and '**' in globs); the sub-folder "
+                             "structure is mirrored under DIR")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _accepts(path: Path, extensions: frozenset[str]) -> bool:
+    name = path.name
+    return (not name.startswith(".") and not is_temp_name(name)
+            and path.suffix.lower().lstrip(".") in extensions and path.is_file())
+
+
+def _folder_sources(folder: Path, *, recursive: bool, extensions: frozenset[str]) -> list[Source]:
+    found = folder.rglob("*") if recursive else folder.iterdir()
+    return [Source(p, p.parent.relative_to(folder)) for p in sorted(found) if _accepts(p, extensions)]
+
+
+def collect_sources(inputs: Sequence[str], *, recursive: bool,
+                    extensions: Iterable[str]) -> tuple[list[Source], list[str]]:
+    """Expand the command line into files (each once), plus one problem line per input that named nothing.
+
+    A file named explicitly is always tried, whatever its extension: decode says whether it is an image.
+    Folders and globs take only files with one of ``watch.extensions``, skipping hidden and temp files.
+    """
+    exts = frozenset(e.lower().lstrip(".") for e in extensions)
+    sources: list[Source] = []
+    problems: list[str] = []
+    for text in inputs:
+        path = Path(text)
+        if path.is_dir():
+            sources += _folder_sources(path, recursive=recursive, extensions=exts)
+        elif path.is_file():
+            sources.append(Source(path))
+        elif os.path.lexists(path):
+            problems.append(f"{path}: not a regular file")
+        elif glob.has_magic(text):
+            matches = [Path(m) for m in sorted(glob.glob(text, recursive=recursive))]
+            files = [Source(m) for m in matches if _accepts(m, exts)]
+            folders = [m for m in matches if m.is_dir()]
+            for folder in folders:
+                files += _folder_sources(folder, recursive=recursive, extensions=exts)
+            if not files:
+                problems.append(f"{text}: no image file matches")
+            sources += files
+        else:
+            problems.append(f"{path}: no such file or folder")
+    unique: dict[Path, Source] = {}
+    for source in sources:
+        unique.setdefault(source.path.resolve(), source)
+    return list(unique.values()), problems
+
+
+def suffixed(name: str, n: int) -> str:
+    """``a_toon.jpg`` -> ``a_toon-2.jpg``: the n-th alternative when a name is taken (n = 0: the name).
+    The same rule as the watch folder's outbox, so both spell clashes alike."""
+    if n == 0:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    return f"{stem}-{n}.{ext}" if dot and stem else f"{name}-{n}"
+
+
+def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path]) -> Path:
+    """The first free output path for ``source``: not on disk and not given to an earlier input."""
+    from ..imaging import output_extension
+
+    template = config.output.name_template
+    ext = output_extension(config.output, source.path)
+    folder = out_dir / source.subdir
+    for n in range(MAX_NAME_SUFFIX):
+        name = template.format(stem=source.path.stem, style=style, ext=ext, name=source.path.name, n=n)
+        candidate = folder / (name if "{n}" in template else suffixed(name, n))
+        if candidate not in taken and not os.path.lexists(candidate):
+            taken.add(candidate)
+            return candidate
+    raise FileExistsError(f"{folder}: no free output name for {source.path.name}")
+
+
+def _stylize_all(model: ModelInfo, config: Config, jobs: list[Job], *, progress: bool) -> list[JobResult]:
+    """The one place that runs the jobs: the shared pipeline (decode threads, async inference, encoders)."""
+    from ..engine import Engine
+    from ..pipeline import run_jobs
+
+    engine = Engine(model, config.device)
+    return run_jobs(engine, config, jobs, progress=progress)
+
+
+def _describe_failure(result: JobResult) -> tuple[str, bool]:
+    """(one line for the list, whether it was a bug)."""
+    error = result.error
+    if isinstance(error, (InputError, TransientError)):
+        text = str(error)
+        return (text if str(result.job.src) in text else f"{result.job.src}: {text}"), False
+    assert error is not None
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    return f"{result.job.src}: internal error (a bug, traceback above): {type(error).__name__}: {error}", True
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..models import resolve_model
+    from ..pipeline import Job
+
+    config = load_config(args.config)
+    model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    sources, problems = collect_sources(args.inputs, recursive=args.recursive, extensions=config.watch.extensions)
+    out_dir: Path = args.output
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"edge-anime stylize: error: {out_dir}: cannot create the output folder: {exc.strerror}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    taken: set[Path] = set()
+    jobs = []
+    for source in sources:
+        dst = output_path(source, out_dir, config, style=model.style, taken=taken)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        jobs.append(Job(src=source.path, dst=dst))
+    results = _stylize_all(model, config, jobs, progress=not args.quiet and sys.stderr.isatty()) if jobs else []
+    failures = list(problems)
+    bugs = 0
+    for result in results:
+        if not result.ok:
+            line, is_bug = _describe_failure(result)
+            failures.append(line)
+            bugs += is_bug
+    done = sum(r.ok for r in results)
+    print(f"stylized {done} of {len(results) + len(problems)} input(s) into {out_dir}")
+    if not jobs and not problems:
+        print("edge-anime stylize: no image files found in the inputs given", file=sys.stderr)
+        return EXIT_FAILURES
+    if failures:
+        print(f"{len(failures)} failed:", file=sys.stderr)
+        for line in failures:
+            print(f"  {line}", file=sys.stderr)
+        return EXIT_INTERNAL if bugs else EXIT_FAILURES
+    return EXIT_OK
