@@ -1,0 +1,191 @@
+"""The whole pipeline measured on real files: the write-up's layered diagnosis built in.
+
+The published CPU tuning write-up found its time in four layers (I/O, runtime, framework, hardware) with
+four tools. ``measure`` gives the same answer in one run: per-stage seconds (read, decode, resize = I/O and
+imaging; compile, wait, infer = runtime; encode, write = output), the process's CPU utilisation against
+all cores (hardware kept busy or not), peak RSS, and the properties the plugin chose.
+
+One core function behind ``edge-anime bench`` and ``edge-anime tune``; the command modules only parse and print.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .config import Config
+from .engine import Engine
+from .errors import UserError
+from .models import resolve_model
+from .pipeline import STAGES, Job, JobResult, run_jobs
+
+log = logging.getLogger(__name__)
+
+BYTES_PER_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PassFigures:
+    """One timed pass over the input files."""
+
+    wall_s: float
+    results: list[JobResult]
+    cpu_s: float  # user + system CPU seconds of this process during the pass
+    system_cpu_pct: float  # whole-machine CPU busy during the pass (other processes included): the noise
+
+    @property
+    def ok(self) -> int:
+        return sum(r.ok for r in self.results)
+
+    @property
+    def images_per_s(self) -> float:
+        return self.ok / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def input_files(folder: Path, extensions: list[str]) -> list[Path]:
+    """The image files directly in ``folder`` with one of ``extensions``, sorted for repeatable runs."""
+    if not folder.is_dir():
+        raise UserError(f"INPUT_DIR: {folder} is not a folder")
+    wanted = {e.lower().lstrip(".") for e in extensions}
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower().lstrip(".") in wanted)
+    if not files:
+        raise UserError(f"INPUT_DIR: no images ({', '.join(sorted(wanted))}) in {folder}")
+    return files
+
+
+def with_overrides(config: Config, *, model: str | None = None, max_side: int | None = None) -> Config:
+    """``--model`` and ``--max-side`` on top of the config file (max_side also selects that resize mode)."""
+    updates: dict[str, Any] = {}
+    if model is not None:
+        spec = model
+        if "/" in spec or spec.endswith(".xml"):
+            spec = str(Path(spec).expanduser().resolve())
+        updates["model"] = config.model.model_copy(update={"path": spec})
+    if max_side is not None:
+        updates["image"] = config.image.model_copy(update={"resize": "max_side", "max_side": max_side})
+    return config.model_copy(update=updates) if updates else config
+
+
+def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path) -> PassFigures:
+    """Run every file through a fresh pipeline once, writing real outputs into ``out_dir``."""
+    ext = "png" if config.output.format == "png" else "webp" if config.output.format == "webp" else "jpg"
+    jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{ext}") for i, f in enumerate(files)]
+    proc = psutil.Process()
+    psutil.cpu_percent(None)  # start the machine-wide interval
+    before = proc.cpu_times()
+    start = time.perf_counter()
+    results = run_jobs(engine, config, jobs)
+    wall = time.perf_counter() - start
+    after = proc.cpu_times()
+    system_pct = psutil.cpu_percent(None)
+    cpu = (after.user - before.user) + (after.system - before.system)
+    for job in jobs:
+        job.dst.unlink(missing_ok=True)
+    return PassFigures(wall_s=wall, results=results, cpu_s=cpu, system_cpu_pct=system_pct)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile; enough for tens of images and has no numpy float work in the hot path."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(pct / 100 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def summarise(passes: list[PassFigures], *, cores: int) -> dict[str, Any]:
+    """The figures of the median pass (by images/s), plus every pass's images/s."""
+    best = sorted(passes, key=lambda p: p.images_per_s)[len(passes) // 2]
+    ok = [r for r in best.results if r.ok]
+    latencies = [r.timings_s["total"] for r in ok]
+    stages = {s: sum(r.timings_s.get(s, 0.0) for r in ok) for s in STAGES}
+    errors = [f"{r.job.src.name}: {type(r.error).__name__}: {r.error}" for r in best.results if not r.ok]
+    return {
+        "images_per_s": best.images_per_s,
+        "images": len(best.results),
+        "ok": best.ok,
+        "failed": len(best.results) - best.ok,
+        "errors": errors[:20],
+        "wall_s": best.wall_s,
+        "latency_s": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
+                      "mean": statistics.fmean(latencies) if latencies else float("nan")},
+        "stages_s_total": stages,
+        "stages_s_per_image": {s: v / len(ok) if ok else 0.0 for s, v in stages.items()},
+        "cpu_utilisation_pct": 100.0 * best.cpu_s / (best.wall_s * cores) if best.wall_s > 0 else 0.0,
+        "machine_cpu_busy_pct": best.system_cpu_pct,
+        "sizes": sorted({f"{r.out_size[0]}x{r.out_size[1]}" for r in ok if r.out_size}),
+        "passes_images_per_s": [p.images_per_s for p in passes],
+    }
+
+
+def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int = 1,
+            engine: Engine | None = None) -> dict[str, Any]:
+    """Start the engine (timed), run ``warmup`` untimed and ``repeat`` timed passes, and report.
+
+    Warm-up passes compile every static shape the files need and run each stream's first inference, which
+    a long-running service pays once; ``repeat`` passes are what it then sustains.
+    """
+    if repeat < 1:
+        raise UserError(f"--repeat: expected an integer >= 1, got {repeat}")
+    started = time.perf_counter()
+    if engine is None:
+        model = resolve_model(config.model.path, search_dirs=config.model.dirs)
+        engine = Engine(model, config.device)
+    startup_s = time.perf_counter() - started
+    cores = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="edge-anime-bench-") as tmp:
+        out_dir = Path(tmp)
+        for _ in range(warmup):
+            timed_pass(engine, config, files, out_dir)
+        passes = [timed_pass(engine, config, files, out_dir) for _ in range(repeat)]
+    report = summarise(passes, cores=cores)
+    report.update({
+        "engine_startup_s": startup_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / BYTES_PER_MB,
+        "cores": cores,
+        "input_dir": str(files[0].parent),
+        "repeat": repeat,
+        "warmup": warmup,
+        "pipeline": {"max_in_flight": config.pipeline.max_in_flight,
+                     "decode_threads": config.pipeline.decode_threads,
+                     "encode_threads": config.pipeline.encode_threads},
+        "image": {"resize": config.image.resize, "max_side": config.image.max_side},
+        "plugin": engine.describe(),
+        "compiled_shapes": [f"{w}x{h}" for h, w in engine.cached_shapes()],
+    })
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The human summary `edge-anime bench` prints: throughput, latency, where the time went."""
+    eff = report["plugin"]["effective"]
+    per = report["stages_s_per_image"]
+    lines = [
+        f"images/s {report['images_per_s']:.3f}   ({report['ok']} ok, {report['failed']} failed, "
+        f"{report['wall_s']:.2f} s, passes {', '.join(f'{x:.3f}' for x in report['passes_images_per_s'])})",
+        f"latency  p50 {report['latency_s']['p50']:.3f} s   p95 {report['latency_s']['p95']:.3f} s",
+        f"CPU      {report['cpu_utilisation_pct']:.0f}% of {report['cores']} cores by this process "
+        f"(machine busy {report['machine_cpu_busy_pct']:.0f}%)   peak RSS {report['peak_rss_mb']:.0f} MB",
+        f"plugin   hint {eff.get('PERFORMANCE_HINT')}  streams {eff.get('NUM_STREAMS')}  threads "
+        f"{eff.get('INFERENCE_NUM_THREADS')}  precision {eff.get('INFERENCE_PRECISION_HINT')}  requests "
+        f"{report['plugin']['num_requests']}  pinning {eff.get('ENABLE_CPU_PINNING')}  shapes "
+        f"{report['plugin']['shape_policy']} ({', '.join(report['compiled_shapes']) or 'dynamic'})",
+        f"start    engine ready in {report['engine_startup_s']:.2f} s",
+        "stage    " + "  ".join(f"{s} {per[s] * 1000:.0f}" for s in STAGES) + "   (ms per image; "
+        "infer overlaps the other stages)",
+    ]
+    note = report["plugin"].get("precision_note")
+    if note:
+        lines.append(f"note     {note}")
+    for err in report["errors"]:
+        lines.append(f"failed   {err}")
+    return "\n".join(lines)

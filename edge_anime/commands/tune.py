@@ -1,0 +1,43 @@
+"""`edge-anime tune INPUT_DIR --write FILE`: sweep device settings on this box and write the winning config."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input_dir", type=Path, metavar="INPUT_DIR", help="folder of real photos")
+    parser.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+                        help="time for the whole sweep (600); the config as given is always measured")
+    parser.add_argument("--goal", choices=("throughput", "latency"), default="throughput",
+                        help="most images/s, or the shortest time for one image")
+    parser.add_argument("--write", type=Path, required=True, metavar="FILE", help="where the winning YAML goes")
+    parser.add_argument("--chart", type=Path, default=None, metavar="PNG", help="bar chart of the sweep")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="starting config (default: bundled)")
+    parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
+    parser.add_argument("--max-side", type=int, default=None, metavar="N", help="image.max_side override")
+    parser.add_argument("--images", type=int, default=8, metavar="N",
+                        help="photos per trial, taken in name order (8): fewer trials fit a budget with more")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench import input_files, with_overrides
+    from ..config import load_config
+    from ..errors import UserError
+    from ..tune import chart, sweep, table, winner, write_config
+
+    if args.images < 1:
+        raise UserError(f"--images: expected an integer >= 1, got {args.images}")
+    config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
+    files = input_files(args.input_dir, config.watch.extensions)[: args.images]
+    trials = sweep(config, files, budget_s=args.budget, goal=args.goal)
+    summary = table(trials, goal=args.goal)
+    print(summary)
+    best = winner(trials)
+    write_config(config, best, args.write, goal=args.goal, summary=summary)
+    print(f"wrote {args.write} ({best.label})")
+    if args.chart is not None and chart(trials, args.chart, goal=args.goal):
+        print(f"wrote {args.chart}")
+    return EXIT_OK

@@ -1,0 +1,252 @@
+"""Find the device settings this box runs best, within a time budget, and write them as a config.
+
+The full grid (hint x streams x threads x pinning x precision x model x shape policy) is hundreds of runs of
+the whole pipeline; on a 2-core box that is hours. So the sweep is a coordinate descent: measure the
+config as given, then change one axis at a time from the best so far, keeping a change only when it beats
+the best by more than ``NOISE_MARGIN`` (the box is shared; smaller wins are noise). Axes are tried in the
+order of the effect measured on this hardware (precision/model first, then hint, streams, shape policy,
+threads, pinning), so a short budget still covers what matters. Each trial is ``bench.measure`` on the
+same files: real decode, inference, encode and write.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .bench import measure
+from .config import Config, effective_yaml, load_config
+from .errors import EdgeAnimeError, UserError
+from .models import MANIFEST_NAME, ModelInfo, load_model_info, resolve_model
+
+log = logging.getLogger(__name__)
+
+NOISE_MARGIN = 0.03  # a change must beat the best by 3% to be kept
+INT8_SUFFIXES = ("_int8", "-int8")
+GOALS = ("throughput", "latency")
+
+
+@dataclass
+class Trial:
+    """One point of the sweep and what it measured."""
+
+    label: str
+    settings: dict[str, Any]  # axis -> value, the full point (not only the change)
+    report: dict[str, Any] | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    kept: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def score(self, goal: str) -> float:
+        """Higher is better: images/s, or 1 / p50 latency."""
+        if self.report is None or self.report["ok"] == 0:
+            return float("-inf")
+        if goal == "latency":
+            return 1.0 / max(self.report["latency_s"]["p50"], 1e-9)
+        return float(self.report["images_per_s"])
+
+
+def int8_sibling(model: ModelInfo) -> ModelInfo | None:
+    """An INT8 model converted from the same weights, beside ``model``: ``<name>_int8``/``<name>-int8``, or a
+    sibling folder whose manifest says int8 and names the same source sha256."""
+    if model.precision == "int8":
+        return None
+    parent = model.directory.parent
+    for suffix in INT8_SUFFIXES:
+        candidate = parent / f"{model.directory.name}{suffix}"
+        if (candidate / MANIFEST_NAME).is_file():
+            return load_model_info(candidate)
+    source_sha = (model.manifest.get("source") or {}).get("sha256")
+    if not source_sha:
+        return None
+    for child in sorted(parent.iterdir()):
+        if child == model.directory or not (child / MANIFEST_NAME).is_file():
+            continue
+        try:
+            info = load_model_info(child, verify=False)
+        except EdgeAnimeError:
+            continue
+        if info.precision == "int8" and (info.manifest.get("source") or {}).get("sha256") == source_sha:
+            return load_model_info(child)
+    return None
+
+
+def axes(config: Config, model: ModelInfo, *, cores: int) -> list[tuple[str, list[Any]]]:
+    """The values each axis may take, in the order they are tried."""
+    models: list[Any] = [str(model.xml)]
+    int8 = int8_sibling(model)
+    if int8 is not None:
+        models.append(str(int8.xml))
+    streams: list[Any] = ["auto", *range(1, cores + 1)]
+    threads: list[Any] = ["auto", *range(1, cores + 1)]
+    return [
+        ("model", models),
+        ("inference_precision", ["auto", "f32", "bf16", "f16"]),
+        ("performance_hint", ["THROUGHPUT", "LATENCY"]),
+        ("num_streams", streams),
+        ("shape_policy", ["static", "dynamic"]),
+        ("inference_num_threads", threads),
+        ("enable_cpu_pinning", ["auto", True, False]),
+    ]
+
+
+def apply(config: Config, settings: dict[str, Any], *, goal: str) -> Config:
+    """``config`` with a sweep point's settings; the latency goal measures one job in flight at a time."""
+    device = config.device.model_copy(update={k: v for k, v in settings.items() if k != "model"})
+    updates: dict[str, Any] = {"device": device,
+                               "model": config.model.model_copy(update={"path": settings["model"]})}
+    if goal == "latency":
+        updates["pipeline"] = config.pipeline.model_copy(update={"max_in_flight": 1})
+    return config.model_copy(update=updates)
+
+
+def baseline(config: Config, model: ModelInfo) -> dict[str, Any]:
+    device = config.device
+    return {"model": str(model.xml), "inference_precision": device.inference_precision,
+            "performance_hint": device.performance_hint, "num_streams": device.num_streams,
+            "shape_policy": device.shape_policy, "inference_num_threads": device.inference_num_threads,
+            "enable_cpu_pinning": device.enable_cpu_pinning}
+
+
+def run_trial(config: Config, files: list[Path], trial: Trial, *, goal: str) -> Trial:
+    start = time.perf_counter()
+    try:
+        trial.report = measure(apply(config, trial.settings, goal=goal), files, repeat=1, warmup=1)
+    except (EdgeAnimeError, RuntimeError) as exc:  # a setting the plugin refuses is a row, not the end
+        trial.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    trial.seconds = time.perf_counter() - start
+    return trial
+
+
+def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, progress: bool = True) -> list[Trial]:
+    """Coordinate descent over ``axes`` within ``budget_s``; the first trial (the config as given) always runs."""
+    if goal not in GOALS:
+        raise UserError(f"--goal: expected one of {', '.join(GOALS)}, got {goal!r}")
+    model = resolve_model(config.model.path, search_dirs=config.model.dirs)
+    plan = axes(config, model, cores=os.cpu_count() or 1)
+    best = Trial("as configured", baseline(config, model))
+    planned = 1 + sum(len(values) - 1 for _, values in plan)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=planned, unit="trial", dynamic_ncols=True)
+    trials = [run_trial(config, files, best, goal=goal)]
+    best.kept = True
+    started = time.perf_counter()
+    _tick(bar, best)
+    try:
+        for axis, values in plan:
+            for value in values:
+                if value == best.settings[axis]:
+                    continue
+                estimate = statistics_mean([t.seconds for t in trials])
+                if time.perf_counter() - started + estimate > budget_s:
+                    log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
+                    return trials
+                trial = run_trial(config, files, Trial(f"{axis}={_short(value)}", {**best.settings, axis: value}),
+                                  goal=goal)
+                trials.append(trial)
+                if trial.score(goal) > best.score(goal) * (1 + NOISE_MARGIN):
+                    best.kept = False
+                    trial.kept = True
+                    best = trial
+                _tick(bar, trial)
+    finally:
+        if bar is not None:
+            bar.close()
+    return trials
+
+
+def statistics_mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return Path(text).parent.name if text.endswith(".xml") else text
+
+
+def _tick(bar: Any, trial: Trial) -> None:
+    if bar is None:
+        return
+    if trial.report is not None:
+        bar.set_postfix_str(f"{trial.label}: {trial.report['images_per_s']:.2f} img/s")
+    bar.update(1)
+
+
+def winner(trials: list[Trial]) -> Trial:
+    kept = [t for t in trials if t.kept]
+    if not kept or kept[-1].report is None:
+        raise UserError("tune: no setting produced a result; see the errors in the table")
+    return kept[-1]
+
+
+def table(trials: list[Trial], *, goal: str) -> str:
+    """A fixed-width table of every trial; the kept one is starred."""
+    header = (f"{'':1} {'trial':28} {'hint':10} {'str':>3} {'thr':>3} {'pin':>5} {'prec':>5} {'model':10} "
+              f"{'shape':7} {'img/s':>6} {'p50 s':>6} {'cpu%':>5}")
+    lines = [header, "-" * len(header)]
+    for t in trials:
+        s = t.settings
+        if t.report is None:
+            lines.append(f"  {t.label:28} failed: {t.error}")
+            continue
+        eff = t.report["plugin"]["effective"]
+        lines.append(
+            f"{'*' if t.kept else ' '} {t.label[:28]:28} {eff.get('PERFORMANCE_HINT', '?'):10} "
+            f"{eff.get('NUM_STREAMS', '?'):>3} {eff.get('INFERENCE_NUM_THREADS', '?'):>3} "
+            f"{str(eff.get('ENABLE_CPU_PINNING', '?')):>5} {eff.get('INFERENCE_PRECISION_HINT', '?'):>5} "
+            f"{_short(s['model'])[:10]:10} {s['shape_policy']:7} {t.report['images_per_s']:6.2f} "
+            f"{t.report['latency_s']['p50']:6.2f} {t.report['cpu_utilisation_pct']:5.0f}")
+    lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%})")
+    return "\n".join(lines)
+
+
+def write_config(config: Config, best: Trial, path: Path, *, goal: str, summary: str) -> Config:
+    """The full effective config with the winning device settings, as YAML (temp then rename), checked by
+    loading it back: a file ``tune`` writes is always one ``run`` accepts."""
+    chosen = apply(config, best.settings, goal="throughput")  # the pipeline section stays as configured
+    eff = best.report["plugin"]["effective"] if best.report else {}
+    header = [f"# Written by `edge-anime tune` ({goal}) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+              f"# Plugin chose: {yaml.safe_dump(eff, default_flow_style=True, width=1000).strip()}",
+              *[f"# {line}" for line in summary.splitlines()], ""]
+    text = "\n".join(header) + effective_yaml(chosen)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return load_config(path)
+
+
+def chart(trials: list[Trial], path: Path, *, goal: str) -> bool:
+    """A bar chart of the sweep (PNG, temp then rename); False, with a message, when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("tune: matplotlib is not installed, so no chart (pip install matplotlib)")
+        return False
+    done = [t for t in trials if t.report is not None]
+    values = [t.report["images_per_s"] if goal == "throughput" else t.report["latency_s"]["p50"]
+              for t in done if t.report is not None]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(done) + 1.5))
+    ax.barh([t.label for t in done], values, color=["tab:orange" if t.kept else "tab:blue" for t in done])
+    ax.invert_yaxis()
+    ax.set_xlabel("images/s (higher is better)" if goal == "throughput" else "p50 latency s (lower is better)")
+    ax.set_title(f"edge-anime tune: {goal}; orange = kept")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return True
