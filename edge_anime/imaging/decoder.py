@@ -31,9 +31,11 @@ ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "PPM")
 SUPPORTED_TEXT = "JPEG, PNG, WebP, BMP, TIFF, GIF or PPM"
 DRAFT_FORMATS = frozenset({"JPEG", "MPO"})
 # Decode at >= 2x the target so the final LANCZOS still does real anti-aliasing (Pillow's thumbnail uses 2 too).
-# Measured on ../shared/photos at max_side 512 (31 JPEGs, 1280-3840 px, decode+plan best of 3,
-# /tmp script in the imaging report): gap 2 -> 51.5 ms/photo vs 66.1 ms without draft, drafted photos
-# within 44-56 dB PSNR of the full decode; gap 1 -> 32.8 ms/photo but down to 26.8 dB (visibly softer).
+# Measured (2 shared vCPUs, best of 3-5, decode+plan): ../shared/photos at max_side 512 (31 JPEGs of
+# 1280-3840 px; 5 qualify for a draft at gap 2): 70 ms/photo with draft vs 85 ms without, drafted ones within
+# 44-56 dB PSNR of a full decode; gap 1 drafts 24 of them, 33 ms/photo, but down to 26.8 dB (visibly
+# softer). A 6000x4000 JPEG at the default max_side 1024: 0.43-0.54 s with draft (decoded at 3000x2000)
+# vs 1.42 s without.
 DRAFT_REDUCING_GAP = 2.0
 EXIF_ORIENTATION_TAG = 0x0112
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
