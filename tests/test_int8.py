@@ -1,0 +1,70 @@
+"""INT8: converts with NNCF on real calibration images, records how in the manifest, fails loudly below the floor."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("nncf")
+
+import openvino as ov  # noqa: E402
+
+from converters.convert import ConversionError, convert  # noqa: E402
+from converters.generator import seeded_random_generator  # noqa: E402
+from converters.ir import torch_to_float_ov  # noqa: E402
+from converters.quantize import DEFAULT_INT8, Int8Setup, ignored_scope  # noqa: E402
+from edge_anime.cli import main  # noqa: E402
+from edge_anime.errors import EXIT_CONFIG  # noqa: E402
+from edge_anime.models import load_model_info  # noqa: E402
+
+SMALL_SIZES = ((64, 64), (64, 96))
+CALIB_COUNT = 8
+# Seeded-random weights with 8 calibration images at 64 px are harsher than a trained generator with the
+# default 64 photos; the floor here only has to show the figure is gated and recorded.
+TEST_FLOOR_DB = 25.0
+
+
+@pytest.fixture(scope="module")
+def int8_folder(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
+    return convert(seeded_checkpoint, name="toon8", precision="int8", output_dir=tmp_path_factory.mktemp("m"),
+                   calib_count=CALIB_COUNT, verify_limit=2, verify_sizes_hw=SMALL_SIZES, floor_db=TEST_FLOOR_DB)
+
+
+def test_int8_converts_and_manifest_records_the_setup(int8_folder: Path) -> None:
+    info = load_model_info(int8_folder)
+    q = info.manifest["quantization"]
+    assert info.precision == "int8"
+    assert q["preset"] == DEFAULT_INT8.preset and q["ignore"] == list(DEFAULT_INT8.ignore)
+    assert q["calibration_images"] == CALIB_COUNT and q["calibration_source"]
+    assert q["psnr_vs_fp32_db"]["min"] > 20 and q["psnr_vs_torch_db"] == info.manifest["verification"]["psnr_db"]
+    assert info.manifest["verification"]["floor_db"] == TEST_FLOOR_DB
+    ops = {op.get_type_name() for op in ov.Core().read_model(info.xml).get_ops()}
+    assert "FakeQuantize" in ops  # really quantized, not a float IR with an int8 label
+
+
+def test_int8_below_the_floor_fails_loudly_and_leaves_nothing(tmp_path: Path, seeded_checkpoint: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "models"
+    status = main(["convert", str(seeded_checkpoint), "--name", "q", "--precision", "int8", "--output", str(out),
+                   "--calib-count", "4", "--verify-count", "1", "--verify-size", "64x64", "--floor-db", "90"])
+    err = capsys.readouterr().err
+    assert status == EXIT_CONFIG
+    assert "verification failed" in err and "below the floor 90.0 dB" in err
+    assert os.listdir(out) == []
+
+
+def test_ignored_scope_finds_first_and_last_conv_by_graph_order() -> None:
+    model = torch_to_float_ov(seeded_random_generator(0))
+    scope = ignored_scope(model, ("first_conv", "last_conv", "depthwise", "norm"))
+    assert scope.names[0].startswith("__module.block_a.0.1") and scope.names[1].startswith("__module.out_layer.0")
+    assert set(scope.types) == {"GroupConvolution", "GroupNormalization"}
+    with pytest.raises(ValueError, match="unknown"):
+        ignored_scope(model, ("everything",))
+
+
+def test_setup_label_and_manifest_are_stable() -> None:
+    setup = Int8Setup(preset="performance", ignore=("first_conv",), fast_bias_correction=False)
+    assert setup.label == "performance ignore=first_conv full-bias-corr"
+    assert setup.to_manifest()["ignore"] == ["first_conv"] and "extra" not in setup.to_manifest()

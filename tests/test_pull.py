@@ -1,0 +1,116 @@
+"""``models pull`` against a loopback HTTP server in a thread (no outside network): success, a truncated
+body, a 404, a file that is not a checkpoint, and a server that fails once before succeeding."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from converters.pull import PUBLISHED, PullError, pull, resolve  # noqa: E402
+from edge_anime.cli import main  # noqa: E402
+from edge_anime.errors import EXIT_CONFIG  # noqa: E402
+
+FAST = {"retries": 1, "timeout_s": 5.0, "backoff_s": 0.01, "progress": False}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    routes: dict[str, bytes] = {}
+    hits: dict[str, int] = {}
+
+    def log_message(self, format: str, *args: object) -> None:  # keep pytest output clean
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.hits[self.path] = self.hits.get(self.path, 0) + 1
+        body = self.routes.get(self.path.split("?")[0].replace("/flaky", ""))
+        if self.path.startswith("/truncated"):
+            body = self.routes["/good.pt"]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body) + 4096))  # announces more than it sends
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.close_connection = True
+            return
+        if self.path.startswith("/flaky") and self.hits[self.path] == 1:
+            self.send_error(503, "try again")
+            return
+        if body is None:
+            self.send_error(404, "no such checkpoint")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def server(seeded_checkpoint: Path) -> Iterator[str]:
+    _Handler.routes = {"/good.pt": seeded_checkpoint.read_bytes(), "/readme.pt": b"# not weights\n" * 100}
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def test_success_writes_checkpoint_and_sha256_sidecar(server: str, tmp_path: Path, seeded_checkpoint: Path) -> None:
+    pulled = pull(f"{server}/good.pt", dest=tmp_path, **FAST)
+    expected = hashlib.sha256(seeded_checkpoint.read_bytes()).hexdigest()
+    assert pulled.path == tmp_path / "good.pt" and pulled.sha256 == expected
+    assert pulled.path.read_bytes() == seeded_checkpoint.read_bytes()
+    assert (tmp_path / "good.pt.sha256").read_text() == f"{expected}  good.pt\n"
+    assert sorted(os.listdir(tmp_path)) == ["good.pt", "good.pt.sha256"]
+
+
+def test_truncated_body_is_retried_then_refused(server: str, tmp_path: Path) -> None:
+    with pytest.raises(PullError, match="failed after 2 attempts: .*(cut short|closed after)"):
+        pull(f"{server}/truncated.pt", dest=tmp_path, **FAST)
+    assert os.listdir(tmp_path) == []
+
+
+def test_404_fails_at_once(server: str, tmp_path: Path) -> None:
+    with pytest.raises(PullError, match="HTTP 404"):
+        pull(f"{server}/missing.pt", dest=tmp_path, **FAST)
+    assert _Handler.hits["/missing.pt"] == 1  # a 404 is not worth a retry
+    assert os.listdir(tmp_path) == []
+
+
+def test_non_checkpoint_is_not_kept(server: str, tmp_path: Path) -> None:
+    with pytest.raises(PullError, match="not a usable checkpoint.*text"):
+        pull(f"{server}/readme.pt", dest=tmp_path, **FAST)
+    assert os.listdir(tmp_path) == []
+
+
+def test_server_error_is_retried_with_backoff(server: str, tmp_path: Path) -> None:
+    pulled = pull(f"{server}/flaky/good.pt", dest=tmp_path, **FAST)
+    assert pulled.path.name == "good.pt" and _Handler.hits["/flaky/good.pt"] == 2
+
+
+def test_cli_pull_prints_sha256_and_fails_with_reason(server: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "pull", f"{server}/good.pt", "--dest", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "sha256 " in out and (tmp_path / "good.pt").is_file()
+    assert main(["models", "pull", f"{server}/nothing.pt", "--dest", str(tmp_path), "--no-progress",
+                 "--retries", "0"]) == EXIT_CONFIG
+    assert "HTTP 404" in capsys.readouterr().err
+
+
+def test_published_names_resolve_to_github_urls() -> None:
+    for name in PUBLISHED:
+        url, filename = resolve(name)
+        assert url == f"https://github.com/bryandlee/animegan2-pytorch/raw/main/weights/{name}.pt"
+        assert filename == f"{name}.pt"
+    with pytest.raises(PullError, match="neither a published checkpoint"):
+        resolve("face_paint_512_v3")
