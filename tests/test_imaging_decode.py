@@ -265,3 +265,14 @@ def test_png_bomb_is_never_decoded(png_bomb: Path) -> None:
     assert "refused:" in out and "max_pixels" in out
     grown_kb = int(out.split("grown_kb")[1])
     assert grown_kb < 20_000, out
+
+
+def test_dct_scaling_with_exif_rotation(tmp_path: Path) -> None:
+    path = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    synthetic_photo(1600, 1200, seed=4).save(path, quality=90, exif=exif.tobytes())
+    cfg = ImageSection(resize="max_side", max_side=128)
+    d = decode(path, cfg)
+    assert d.original_size == (1200, 1600) and d.size == (300, 400)
+    assert plan(d, cfg, multiple=8).size == (96, 128)

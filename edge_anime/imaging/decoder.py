@@ -39,7 +39,7 @@ DRAFT_FORMATS = frozenset({"JPEG", "MPO"})
 DRAFT_REDUCING_GAP = 2.0
 EXIF_ORIENTATION_TAG = 0x0112
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
-_CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError, TypeError)
+_CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
 
 
 def _sync_pillow_limits(max_pixels: int) -> None:
