@@ -276,3 +276,36 @@ def test_dct_scaling_with_exif_rotation(tmp_path: Path) -> None:
     d = decode(path, cfg)
     assert d.original_size == (1200, 1600) and d.size == (300, 400)
     assert plan(d, cfg, multiple=8).size == (96, 128)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Pillow's TIFF reader warns about the damage it skips
+def test_damaged_files_give_a_picture_or_an_input_error(tmp_path: Path) -> None:
+    """Seeded byte flips and cuts in every accepted format: decode+plan either works or raises InputError,
+    never another exception (which the watch folder would report as a bug)."""
+    import random
+
+    rng = random.Random(7)
+    cfg = ImageSection(resize="max_side", max_side=64)
+    originals = {}
+    for fmt, ext in [("JPEG", "jpg"), ("PNG", "png"), ("WEBP", "webp"), ("GIF", "gif"), ("TIFF", "tif"),
+                     ("BMP", "bmp")]:
+        buffer = io.BytesIO()
+        synthetic_photo(80, 60).save(buffer, fmt)
+        originals[ext] = buffer.getvalue()
+    outcomes = {"ok": 0, "refused": 0}
+    for i in range(150):
+        ext = rng.choice(sorted(originals))
+        data = bytearray(originals[ext])
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        path = tmp_path / f"damaged_{i}.{ext}"
+        path.write_bytes(bytes(data))
+        try:
+            plan(decode(path, cfg), cfg, multiple=8)
+            outcomes["ok"] += 1
+        except InputError as exc:
+            assert str(path) in str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["ok"] > 0 and outcomes["refused"] > 0
