@@ -183,8 +183,7 @@ def format_report(report: dict[str, Any]) -> str:
         "stage    " + "  ".join(f"{s} {per[s] * 1000:.0f}" for s in STAGES) + "   (ms per image; "
         "infer overlaps the other stages)",
     ]
-    note = report["plugin"].get("precision_note")
-    if note:
+    for note in report["plugin"].get("ignored", []):
         lines.append(f"note     {note}")
     for err in report["errors"]:
         lines.append(f"failed   {err}")

@@ -103,3 +103,17 @@ def test_infer_refuses_sizes_off_the_multiple(model: ModelInfo, tmp_path: Path) 
         engine.infer(_image(30, 32))
     with pytest.raises(ValueError, match="uint8"):
         engine.infer(np.zeros((32, 32, 3), np.float32))
+
+
+def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    # PERFORMANCE_HINT_NUM_REQUESTS reads back as given; a request the CPU cannot honour shows up in ignored().
+    with caplog.at_level(logging.WARNING, logger="edge_anime.engine"):
+        engine = Engine(model, _device(tmp_path, num_requests=2, enable_hyper_threading=True))
+    smt = engine.effective["ENABLE_HYPER_THREADING"]
+    notes = engine.ignored()
+    assert not any("num_requests" in n for n in notes)
+    if smt is False:  # a CPU without SMT (one thread per core) turns it off; the operator must hear it
+        assert any(n.startswith("device.enable_hyper_threading: asked True") for n in notes)
+        assert "enable_hyper_threading" in caplog.text
+    assert engine.describe()["ignored"] == notes

@@ -1,0 +1,114 @@
+"""Interleaved A/B of whole-pipeline configs on real photos: the experiments behind the defaults.
+
+Each variant runs ``edge_anime.bench.measure`` in its own process; variants alternate for ``--rounds``
+rounds (ABC, CBA, ...) so load from other processes hits them alike, and each variant's images/s is quoted
+relative to the first variant in the same round.
+
+Experiments:
+  streams  THROUGHPUT (2 streams) vs LATENCY (1 stream) with 2 and 1 requests, fixed 512x512
+  shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
+  threads  decode/encode threads 1 vs 2, fixed 512x512
+
+    python benchmarks/compare.py streams [--rounds 2] [--limit 12] [--precision auto]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from _common import PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, write_results
+
+FIXED_512 = {"resize": "fixed", "fixed": "512x512"}
+MAX_512 = {"resize": "max_side", "max_side": 512}
+EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "streams": [
+        ("THROUGHPUT (auto streams, auto requests)", {"device": {"performance_hint": "THROUGHPUT"}, "image": FIXED_512}),
+        ("LATENCY, 2 requests", {"device": {"performance_hint": "LATENCY", "num_requests": 2}, "image": FIXED_512}),
+        ("LATENCY, 1 request", {"device": {"performance_hint": "LATENCY"}, "image": FIXED_512}),
+    ],
+    "shapes": [
+        ("static, cache 4", {"device": {"shape_policy": "static", "shape_cache_size": 4}, "image": MAX_512}),
+        ("static, cache 16", {"device": {"shape_policy": "static", "shape_cache_size": 16}, "image": MAX_512}),
+        ("static, cache 1", {"device": {"shape_policy": "static", "shape_cache_size": 1}, "image": MAX_512}),
+        ("dynamic", {"device": {"shape_policy": "dynamic"}, "image": MAX_512}),
+    ],
+    "threads": [
+        ("decode 1 / encode 1", {"pipeline": {"decode_threads": 1, "encode_threads": 1}, "image": FIXED_512}),
+        ("decode 2 / encode 2", {"pipeline": {"decode_threads": 2, "encode_threads": 2}, "image": FIXED_512}),
+    ],
+}
+
+
+def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int | None,
+           precision: str) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))
+    from edge_anime.bench import input_files, measure
+    from edge_anime.config import parse_config
+
+    raw: dict[str, Any] = {"model": {"path": str(model_dir / "model.xml")},
+                           "device": {"cache_dir": str(RESULTS_DIR / "ovcache"), "inference_precision": precision},
+                           "output": {"quality": 92}}
+    for section, values in overrides.items():
+        raw.setdefault(section, {}).update(values)
+    config = parse_config(raw, base_dir=REPO)
+    files = input_files(photos, config.watch.extensions)[:limit]
+    report = measure(config, files, repeat=1, warmup=1)
+    eff = report["plugin"]["effective"]
+    return {"images_per_s": report["images_per_s"], "latency_p50_s": report["latency_s"]["p50"],
+            "cpu_utilisation_pct": report["cpu_utilisation_pct"], "peak_rss_mb": report["peak_rss_mb"],
+            "streams": eff.get("NUM_STREAMS"), "requests": report["plugin"]["num_requests"],
+            "precision": eff.get("INFERENCE_PRECISION_HINT"), "failed": report["failed"],
+            "compile_s_per_image": report["stages_s_per_image"]["compile"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=12, help="first N photos")
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    variants = EXPERIMENTS[args.experiment]
+    if args.worker is not None:
+        print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
+        return 0
+    model = args.model or ensure_seeded_ir()
+    rounds: list[dict[str, Any]] = []
+    for r in range(args.rounds):
+        row: dict[str, Any] = {}
+        order = [name for name, _ in variants]
+        for name in order if r % 2 == 0 else reversed(order):
+            out = subprocess.run([sys.executable, __file__, args.experiment, "--worker", name, "--model", str(model),
+                                  "--photos", str(args.photos), "--limit", str(args.limit), "--precision",
+                                  args.precision], check=True, capture_output=True, text=True)
+            row[name] = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
+        rounds.append(row)
+    base = variants[0][0]
+    rows = []
+    for name, _ in variants:
+        ratios = [rd[name]["images_per_s"] / rd[base]["images_per_s"] for rd in rounds]
+        first = rounds[0][name]
+        rows.append({"variant": name, "images/s": median([rd[name]["images_per_s"] for rd in rounds]),
+                     f"x '{base}'": median(ratios), "per-round": ", ".join(f"{x:.2f}" for x in ratios),
+                     "p50 s": median([rd[name]["latency_p50_s"] for rd in rounds]),
+                     "CPU %": median([rd[name]["cpu_utilisation_pct"] for rd in rounds]),
+                     "peak RSS MB": median([rd[name]["peak_rss_mb"] for rd in rounds]),
+                     "compile s/img": median([rd[name]["compile_s_per_image"] for rd in rounds]),
+                     "streams/requests": f"{first['streams']}/{first['requests']}", "precision": first["precision"]})
+    table = (f"experiment {args.experiment}: {args.limit} photos from {args.photos}, {args.rounds} alternating "
+             f"rounds, precision {args.precision}\n\n" + markdown_table(rows, list(rows[0])))
+    write_results(f"compare_{args.experiment}_{args.precision}", {"machine": machine(), "rounds": rounds, "rows": rows},
+                  table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,123 @@
+"""(c) Start-up: from process start to READY (sd_notify) and to the first stylized file, cold and warm model cache.
+
+The real service runs (`python -m edge_anime run --config X`), under a NOTIFY_SOCKET this script listens
+on, exactly as systemd would run it; one photo waits in the inbox before it starts. The first run uses an
+empty model cache (cold); the next ``--warm`` runs reuse it. For context, the script also times a bare
+``python -c pass`` and ``python -c 'import openvino'``: the floor no Python service gets under.
+
+    python benchmarks/startup.py [--warm 3] [--photo FILE] [--max-side 512]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from _common import PHOTOS_DIR, REPO, ensure_seeded_ir, machine, markdown_table, median, write_results
+
+READY_TIMEOUT_S = 120.0  # seconds
+POLL_S = 0.005  # seconds between outbox checks; the figure's resolution
+EXIT_TIMEOUT_S = 60.0
+
+
+def wait_ready(sock: socket.socket, deadline: float) -> float | None:
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = sock.recv(4096).decode()
+        except TimeoutError:
+            return None
+        if "READY=1" in data.splitlines():
+            return time.monotonic()
+    return None
+
+
+def first_output(outbox: Path, deadline: float) -> float | None:
+    while time.monotonic() < deadline:
+        if any(not p.name.startswith(".") for p in outbox.glob("*")):
+            return time.monotonic()
+        time.sleep(POLL_S)  # a poll with a deadline: the outbox is another process's, no event to wait on
+    return None
+
+
+def one_start(config_path: Path, root: Path, photo: Path) -> dict[str, Any]:
+    for name in ("inbox", "outbox", "work", "done", "failed"):
+        shutil.rmtree(root / name, ignore_errors=True)
+        (root / name).mkdir(parents=True)
+    shutil.copy(photo, root / "inbox" / photo.name)
+    address = str(root / "notify.sock")
+    Path(address).unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(address)
+    env = {**os.environ, "NOTIFY_SOCKET": address}
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "run", "--config", str(config_path)], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        ready = wait_ready(sock, start + READY_TIMEOUT_S)
+        first = first_output(root / "outbox", start + READY_TIMEOUT_S)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=EXIT_TIMEOUT_S)
+        sock.close()
+    if ready is None or first is None:
+        raise RuntimeError(f"service did not get ready or write an output; stderr:\n{err.decode()[-3000:]}")
+    return {"ready_s": ready - start, "first_result_s": first - start, "exit_status": proc.returncode}
+
+
+def python_floor(code: str, runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.monotonic() - start)
+    return median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warm", type=int, default=3, help="warm starts measured")
+    parser.add_argument("--photo", type=Path, default=None, help="the photo waiting in the inbox")
+    parser.add_argument("--max-side", type=int, default=512)
+    parser.add_argument("--model", type=Path, default=None, help="model folder (default: seeded-random IR)")
+    args = parser.parse_args()
+    model = args.model or ensure_seeded_ir()
+    photo = args.photo or next(iter(sorted(PHOTOS_DIR.glob("*.jpg"))), None)
+    if photo is None:
+        print("no photo: give --photo FILE", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="edge-anime-startup-") as tmp:
+        root = Path(tmp)
+        config = {"model": {"path": str(model / "model.xml")},
+                  "device": {"cache_dir": str(root / "ovcache")},
+                  "image": {"resize": "max_side", "max_side": args.max_side},
+                  "watch": {"root": str(root), "settle_seconds": 0.0, "poll_interval_seconds": 0.05},
+                  "service": {"log_level": "WARNING"}}
+        config_path = root / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        runs = [{"cache": "cold", **one_start(config_path, root, photo)}]
+        runs += [{"cache": "warm", **one_start(config_path, root, photo)} for _ in range(args.warm)]
+    floors = {"python -c pass": python_floor("pass"), "python -c 'import openvino'": python_floor("import openvino")}
+    rows = [{"start": "cold cache", "READY s": runs[0]["ready_s"], "first result s": runs[0]["first_result_s"]},
+            {"start": f"warm cache (median of {args.warm})",
+             "READY s": median([r["ready_s"] for r in runs[1:]]),
+             "first result s": median([r["first_result_s"] for r in runs[1:]])}]
+    rows += [{"start": name, "READY s": value, "first result s": ""} for name, value in floors.items()]
+    table = (f"`edge-anime run` under a NOTIFY_SOCKET, one photo ({photo.name}) waiting, max_side {args.max_side}\n\n"
+             + markdown_table(rows, list(rows[0])))
+    write_results("startup", {"machine": machine(), "runs": runs, "floors_s": floors, "photo": str(photo)}, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

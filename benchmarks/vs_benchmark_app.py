@@ -1,0 +1,115 @@
+"""(b) Our whole pipeline's images/s vs ``benchmark_app -hint throughput`` (inference only) on the same IR and shape.
+
+``benchmark_app`` is OpenVINO's own ceiling: random tensors, no files, no decode or encode. Our side decodes
+the real photos, resizes each to exactly 512x512 (``image.resize: fixed``, so every inference has the shape
+benchmark_app uses), infers through the pipeline, encodes JPEG and writes atomically. Both use the
+THROUGHPUT hint and the same inference precision; they run in separate processes, alternating, for
+``--rounds`` rounds, and the ratio is taken per round (the box is shared: absolute figures are noisy).
+
+    python benchmarks/vs_benchmark_app.py [--rounds 2] [--seconds 20] [--int8 MODEL_DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from _common import PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, write_results
+
+SIZE_HW = (512, 512)
+THROUGHPUT_RE = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
+
+
+def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
+    exe = shutil.which("benchmark_app") or str(Path(sys.executable).with_name("benchmark_app"))
+    cmd = [exe, "-m", str(xml), "-d", "CPU", "-hint", "throughput", "-t", str(seconds),
+           "-shape", f"[1,{SIZE_HW[0]},{SIZE_HW[1]},3]"]
+    if precision != "auto":
+        cmd += ["-infer_precision", precision]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    match = THROUGHPUT_RE.search(out)
+    if match is None:
+        raise RuntimeError(f"no 'Throughput: N FPS' in benchmark_app output:\n{out[-2000:]}")
+    streams = re.search(r"NUM_STREAMS:\s*(\d+)", out)
+    return {"images_per_s": float(match.group(1)), "command": " ".join(cmd[1:]),
+            "streams": int(streams.group(1)) if streams else None}
+
+
+def ours(xml: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--worker", "--model", str(xml.parent), "--precision", precision,
+            "--photos", str(photos)] + (["--limit", str(limit)] if limit else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def worker(model_dir: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))
+    from edge_anime.bench import input_files, measure
+    from edge_anime.config import parse_config
+
+    raw = {"model": {"path": str(model_dir / "model.xml")},
+           "device": {"performance_hint": "THROUGHPUT", "inference_precision": precision,
+                      "cache_dir": str(RESULTS_DIR / "ovcache")},
+           "image": {"resize": "fixed", "fixed": f"{SIZE_HW[1]}x{SIZE_HW[0]}"},
+           "output": {"format": "jpeg", "quality": 92}}
+    config = parse_config(raw, base_dir=REPO)
+    files = input_files(photos, config.watch.extensions)[:limit]
+    report = measure(config, files, repeat=1, warmup=1)
+    return {"images_per_s": report["images_per_s"], "cpu_utilisation_pct": report["cpu_utilisation_pct"],
+            "failed": report["failed"], "stages_s_per_image": report["stages_s_per_image"],
+            "streams": report["plugin"]["effective"].get("NUM_STREAMS"),
+            "precision": report["plugin"]["effective"].get("INFERENCE_PRECISION_HINT"),
+            "sizes": report["sizes"], "peak_rss_mb": report["peak_rss_mb"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=int, default=20, help="benchmark_app -t")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N photos")
+    parser.add_argument("--model", type=Path, default=None, help="fp32 model folder (default: seeded-random IR)")
+    parser.add_argument("--int8", type=Path, default=None, help="an INT8 model folder")
+    parser.add_argument("--precisions", default="f32,auto", help="inference precisions for the fp32 IR")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.model, args.precision, args.photos, args.limit)))
+        return 0
+    model = args.model or ensure_seeded_ir()
+    variants = [(f"fp32 IR, {p}", model / "model.xml", p) for p in args.precisions.split(",")]
+    if args.int8:
+        variants.append(("int8 IR", args.int8 / "model.xml", "auto"))
+    rows, raw = [], []
+    for name, xml, precision in variants:
+        per_round = []
+        for r in range(args.rounds):
+            pair = {}
+            order = ("benchmark_app", "pipeline") if r % 2 == 0 else ("pipeline", "benchmark_app")
+            for side in order:
+                pair[side] = (benchmark_app(xml, precision, args.seconds) if side == "benchmark_app"
+                              else ours(xml, precision, args.photos, args.limit))
+                print(f"{name} round {r + 1}: {side} {pair[side]['images_per_s']:.3f} images/s", flush=True)
+            per_round.append(pair)
+        ratios = [p["pipeline"]["images_per_s"] / p["benchmark_app"]["images_per_s"] for p in per_round]
+        rows.append({"model": name, "benchmark_app images/s": median([p["benchmark_app"]["images_per_s"] for p in per_round]),
+                     "pipeline images/s": median([p["pipeline"]["images_per_s"] for p in per_round]),
+                     "pipeline / benchmark_app": median(ratios), "per-round": ", ".join(f"{x:.2f}" for x in ratios),
+                     "pipeline CPU %": median([p["pipeline"]["cpu_utilisation_pct"] for p in per_round]),
+                     "precision": per_round[0]["pipeline"]["precision"]})
+        raw.append({"variant": name, "rounds": per_round})
+    table = (f"shape 1x{SIZE_HW[0]}x{SIZE_HW[1]}x3, THROUGHPUT hint; pipeline = real photos from {args.photos} "
+             f"(decode, resize, infer, JPEG encode, atomic write); benchmark_app -t {args.seconds}\n\n"
+             + markdown_table(rows, list(rows[0])))
+    write_results("vs_benchmark_app", {"machine": machine(), "rows": rows, "raw": raw}, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
