@@ -133,9 +133,18 @@ class WorkerDir:
             time.sleep(LOCK_POLL_SECONDS)
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
+        """Drop the lock; an empty folder (a clean stop) is removed first, so work/ does not fill with the
+        folders of every past pid. Unlinking under the lock is safe: adopters open without O_CREAT."""
+        if self._fd is None:
+            return
+        try:
+            if not any(not e.name.startswith(".") for e in os.scandir(self.path)):
+                os.unlink(self.path / LOCK_NAME)
+                self.path.rmdir()
+        except OSError:
+            pass
+        os.close(self._fd)  # closing drops the flock
+        self._fd = None
 
     def claim(self, rel: str, inbox: Path) -> Claim | None:
         """Take ``inbox/rel`` by rename; None when another worker (or the user) took it first."""

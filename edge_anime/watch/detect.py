@@ -1,8 +1,9 @@
 """Finding complete files in the inbox: inotify events, polling, settle, ignore patterns, rescans.
 
 Shape (watchdog's own): producers fill one bounded queue of names, the service takes from it.
-- inotify (watchdog's InotifyObserver): close-write and moved-to make a file ready at once; a bare create
-  (a hard link, a file appearing without a close) is watched until it settles.
+- inotify (watchdog's InotifyObserver): close-write and moved-to make a file ready at once. A created file
+  waits for its close-write however slowly it is written; only when none comes (a hard link) is it taken
+  after ``CREATED_SETTLE_SECONDS`` without a change.
 - polling: the inbox is scanned every ``poll_interval_seconds``; a file is ready when its size, mtime and
   ctime stayed the same for ``settle_seconds`` of this machine's clock (ctime cannot be set back by cp -p,
   and comparing observations, not timestamps, is immune to a share's clock skew).
@@ -32,6 +33,9 @@ log = logging.getLogger("edge_anime.watch")
 READY_QUEUE_SIZE = 64          # names offered and not yet taken
 MAX_TRACKED_FILES = 1024       # files watched for settling at once
 RESCAN_INTERVAL_SECONDS = 60.0  # inotify mode: full rescan as a safety net
+# inotify mode: a created file is waited for until its close-write; it is taken without one (a hard link,
+# an event lost) only after this long without a change, so a slow writer's pauses never make it "complete".
+CREATED_SETTLE_SECONDS = 60.0
 NETWORK_FS_TYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "fuse.sshfs",
                               "fuse.glusterfs", "glusterfs", "davfs", "fuse.davfs2", "afs"})
 
@@ -116,8 +120,10 @@ class Detector:
         self._clock = clock
         self._ready: queue.Queue[str] = queue.Queue(maxsize=READY_QUEUE_SIZE)
         self._offered: set[str] = set()
-        self._tracked: dict[str, tuple[Signature, float]] = {}
+        self._tracked: dict[str, tuple[Signature, float, float]] = {}  # rel -> signature, since, settle_s
         self._created: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
+        # Closed (complete) files that found the ready queue full: offered first when room frees up.
+        self._completed: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._rescan_requested = True
@@ -209,12 +215,17 @@ class Detector:
     def tick(self) -> None:
         """One round: take created-file events, continue or start a rescan, offer what settled."""
         now = self._clock()
+        while not self._completed.empty():
+            rel = self._completed.queue[0]
+            if not self.offer(rel):
+                break
+            self._completed.get_nowait()
         while len(self._tracked) < MAX_TRACKED_FILES:
             try:
                 rel = self._created.get_nowait()
             except queue.Empty:
                 break
-            self._track(rel, now)
+            self._track(rel, now, settle_s=max(self.settle_seconds, CREATED_SETTLE_SECONDS))
         if self._rescan is None and (self.mode == "polling" or self._rescan_requested
                                      or now - self._last_rescan > RESCAN_INTERVAL_SECONDS):
             self._rescan_requested = False
@@ -229,13 +240,13 @@ class Detector:
                 self._rescan = None
         self._offer_settled(now)
 
-    def _track(self, rel: str, now: float) -> None:
+    def _track(self, rel: str, now: float, *, settle_s: float | None = None) -> None:
         with self._lock:
             if rel in self._offered or rel in self._tracked:
                 return
         sig = self._signature(rel)
         if sig is not None:
-            self._tracked[rel] = (sig, now)
+            self._tracked[rel] = (sig, now, self.settle_seconds if settle_s is None else settle_s)
 
     def _signature(self, rel: str) -> Signature | None:
         try:
@@ -247,13 +258,13 @@ class Detector:
         return (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _offer_settled(self, now: float) -> None:
-        for rel, (sig, since) in list(self._tracked.items()):
+        for rel, (sig, since, settle_s) in list(self._tracked.items()):
             current = None if rel in self._offered else self._signature(rel)
             if current is None:  # gone, skipped, or offered by an event meanwhile
                 self._tracked.pop(rel, None)
             elif current != sig:
-                self._tracked[rel] = (current, now)
-            elif now - since >= self.settle_seconds:
+                self._tracked[rel] = (current, now, settle_s)
+            elif now - since >= settle_s:
                 if not self.offer(rel):
                     return
                 self._tracked.pop(rel, None)
@@ -281,7 +292,11 @@ class Detector:
                     return
             except OSError:
                 return
-        self.offer(rel)  # the detector thread drops it from _tracked when it sees it offered
+        if not self.offer(rel):  # the detector thread drops it from _tracked once it is offered
+            try:
+                self._completed.put_nowait(rel)
+            except queue.Full:
+                pass  # offer() asked for a rescan; the file settles there instead
 
     def on_created(self, rel: str) -> None:
         if self.filter.accepts(rel):
