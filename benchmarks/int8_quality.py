@@ -55,6 +55,14 @@ SETUPS: dict[str, Int8Setup] = {
     "mixed-smoothquant-conv": Int8Setup(preset="mixed", smooth_quant_conv_alpha=0.15),
     "mixed-transformer": Int8Setup(preset="mixed", model_type="transformer"),
     "mixed-accuracy-control": Int8Setup(preset="mixed", accuracy_control_floor_db=TARGET_PSNR_DB),
+    "mixed-quantile": Int8Setup(preset="mixed", range_estimator="MEAN_QUANTILE"),
+    "mixed-histogram": Int8Setup(preset="mixed", range_estimator="HISTOGRAM"),
+    "mixed-norm-quantile": Int8Setup(preset="mixed", ignore=("norm",), range_estimator="MEAN_QUANTILE"),
+    "mixed-norm-first-last": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv")),
+    "mixed-norm-residual": Int8Setup(preset="mixed", ignore=("norm", "residual")),
+    "mixed-norm-block-e": Int8Setup(preset="mixed", ignore=("norm", "block_e", "last_conv")),
+    "mixed-norm-block-a-e": Int8Setup(preset="mixed", ignore=("norm", "block_a", "block_e", "last_conv")),
+    "performance-norm": Int8Setup(preset="performance", ignore=("norm",)),
 }
 
 

@@ -10,7 +10,7 @@ the Convert/Round/Clamp tail (the study compares both places: ``target="u8"`` qu
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy as np
 import openvino as ov
 
 from .ir import with_u8_io
-from .samples import Sample, default_photo_dir, load_samples, synthetic_images, to_nchw_float
+from .samples import Sample, default_photo_dir, synthetic_images, to_nchw_float
 
 CALIBRATION_COUNT = 64
 PSNR_CAP_DB = 100.0  # dB, what identical outputs score
@@ -28,7 +28,7 @@ CALIBRATION_HW = (256, 256)
 CROPS_PER_PHOTO = 3
 
 # What each ``ignore`` word keeps in floating point (see ``ignored_scope``).
-IGNORE_CHOICES = ("first_conv", "last_conv", "depthwise", "norm", "upsample", "residual")
+IGNORE_CHOICES = ("first_conv", "last_conv", "depthwise", "norm", "upsample", "residual", "block_a", "block_e")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,6 @@ class Int8Setup:
     range_estimator: str | None = None         # None (NNCF default) | a RangeEstimatorParametersSet name
     target: str = "float"                      # "float": quantize before the u8 wrapping; "u8": after
     accuracy_control_floor_db: float | None = None  # quantize_with_accuracy_control to this PSNR vs float
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -70,7 +69,6 @@ class Int8Setup:
     def to_manifest(self) -> dict[str, Any]:
         data = asdict(self)
         data["ignore"] = list(self.ignore)
-        data.pop("extra")
         return data
 
 
@@ -88,15 +86,12 @@ def calibration_samples(folder: Path | None, *, count: int = CALIBRATION_COUNT,
     if source is None:
         images = synthetic_images(size_hw=size_hw, count=min(count, 16))
         return images, "synthetic"
-    from PIL import Image
-
-    from .samples import fit, photo_paths
+    from .samples import fit, photo_paths, read_rgb
 
     samples: list[Sample] = []
     rng = np.random.default_rng(0)
     for path in photo_paths(source):
-        with Image.open(path) as im:
-            rgb = np.asarray(im.convert("RGB"), dtype=np.uint8)
+        rgb = read_rgb(path, min_side=4 * max(size_hw))  # crops of half the short side stay >= 2x size_hw
         samples.append(Sample(path.name, fit(rgb, size_hw)))
         h, w = rgb.shape[:2]
         for crop in range(CROPS_PER_PHOTO - 1):
@@ -133,6 +128,10 @@ def ignored_scope(model: ov.Model, ignore: tuple[str, ...]) -> "Any":
         types.append("Interpolate")
     if "residual" in ignore:
         names.extend(op.get_friendly_name() for op in ops if op.get_type_name() == "Add")
+    for block in ("block_a", "block_e"):  # whole encoder head / decoder tail; names exist for torch sources only
+        if block in ignore:
+            names.extend(op.get_friendly_name() for op in ops if op.get_type_name() in ("Convolution", "GroupConvolution")
+                          and f".{block}." in op.get_friendly_name())
     present = {op.get_type_name() for op in ops}
     return nncf.IgnoredScope(names=names, types=[t for t in types if t in present], validate=False)
 

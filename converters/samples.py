@@ -56,10 +56,17 @@ def load_photos(folder: Path, *, size_hw: tuple[int, int], limit: int | None = N
         raise FileNotFoundError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)}) found")
     samples = []
     for path in paths[:limit]:
-        with Image.open(path) as im:
-            rgb = np.asarray(ImageOps.exif_transpose(im).convert("RGB"), dtype=np.uint8)
-        samples.append(Sample(path.name, fit(rgb, size_hw)))
+        samples.append(Sample(path.name, fit(read_rgb(path, min_side=2 * max(size_hw)), size_hw)))
     return samples
+
+
+def read_rgb(path: Path, *, min_side: int | None = None) -> np.ndarray:
+    """Decode to RGB u8 with EXIF orientation applied; with ``min_side``, let JPEG decode at a reduced
+    scale that still leaves both sides >= min_side (a 24 MP photo fitted to 256 px need not be decoded whole)."""
+    with Image.open(path) as im:
+        if min_side is not None:
+            im.draft("RGB", (min_side, min_side))
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"), dtype=np.uint8)
 
 
 def synthetic_images(*, size_hw: tuple[int, int], count: int = SYNTHETIC_COUNT, seed: int = SYNTHETIC_SEED) -> list[Sample]:
