@@ -138,3 +138,13 @@ def test_close_gives_waiting_jobs_an_error_once(engine: Engine, config: Config, 
         assert result.ok or isinstance(result.error, TransientError)
     with pytest.raises(RuntimeError, match="after close"):
         pipeline.submit(jobs[0])
+
+
+def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[..., Path],
+                                                         make_photo: Callable[..., Path], tmp_path: Path) -> None:
+    config = load_config(write_config({"image": {"max_side": 64}, "device": {"shape_cache_size": 1}}))
+    engine = Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
+    results = run_jobs(engine, config, _jobs(make_photo, tmp_path / "out", 6))
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert len({r.out_size for r in results}) == 3  # three sizes, alternating: a new shape every job
+    assert len(engine.cached_shapes()) == 1
