@@ -24,9 +24,10 @@ import torch.nn.functional as F
 
 from converters.generator import Generator
 from training.data import batches, load_or_build_pool
+from training.init import passthrough_init
 
 GRAD_LOSS_WEIGHT = 0.5
-WARMUP_STEPS = 50
+WARMUP_STEPS = 80  # long: Adam's first steps move every weight by ~lr, which would wreck the pass-through init
 
 
 def to_tensor(u8: np.ndarray) -> torch.Tensor:
@@ -87,7 +88,8 @@ def write_preview(model: Generator, photos: np.ndarray, targets: np.ndarray, pat
 
 def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: int, lr: float, seed: int,
           threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
-          out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None) -> dict[str, float]:
+          out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
+          init: str = "passthrough") -> dict[str, float]:
     """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -96,7 +98,11 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
     started = time.monotonic()
     pool = load_or_build_pool(pool_cache, seed=seed, **(pool_kwargs or {}))
     log.write(f"pool: {len(pool)} pairs in {time.monotonic() - started:.0f} s\n")
-    model = Generator(upsample_align=True).train()
+    model = Generator(upsample_align=True)
+    if init == "passthrough":
+        calib_x, _ = next(batches(pool, crop_px=crop_px, batch=8, seed=seed + 20_000))
+        passthrough_init(model, seed=seed, photos=to_tensor(calib_x))
+    model.train()
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
     step = 0
     ckpt = workdir / "ckpt.pt"
@@ -126,7 +132,7 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         step += 1
         ema_l1 = l1 if math.isnan(ema_l1) else 0.98 * ema_l1 + 0.02 * l1
         if step % 10 == 0:
-            log.write(f"step {step} loss {float(loss):.4f} l1 {l1:.4f} ema_l1 {ema_l1:.4f} "
+            log.write(f"step {step} loss {float(loss.detach()):.4f} l1 {l1:.4f} ema_l1 {ema_l1:.4f} "
                       f"lr {opt.param_groups[0]['lr']:.2e} t {time.monotonic() - started:.0f}s\n")
         if step % ckpt_every == 0 or step == steps:
             save_atomic({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
@@ -147,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, required=True, help="checkpoints, log, previews")
     p.add_argument("--steps", type=int, default=2400)
     p.add_argument("--budget-min", type=float, default=55.0, help="wall-clock cap (minutes)")
-    p.add_argument("--crop", type=int, default=112, help="square crop side (px, multiple of 4)")
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--crop", type=int, default=96, help="square crop side (px, multiple of 4)")
+    p.add_argument("--batch", type=int, default=4)
     p.add_argument("--lr", type=float, default=2e-3, help="peak Adam learning rate")
     p.add_argument("--seed", type=int, default=20261129)
     p.add_argument("--threads", type=int, default=2)
@@ -157,12 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool-cache", type=Path, default=None, help="npz cache of the rendered pool")
     p.add_argument("--out", type=Path, default=None, help="write the fp16 state dict here at the end")
     p.add_argument("--no-resume", action="store_true")
+    p.add_argument("--init", choices=("passthrough", "default"), default="passthrough",
+                   help="passthrough: start as a softened copy of the input (training/init.py)")
     a = p.parse_args(argv)
     if a.crop % 4:
         p.error(f"--crop must be a multiple of 4, got {a.crop}")
     train(workdir=a.workdir, steps=a.steps, budget_min=a.budget_min, crop_px=a.crop, batch=a.batch, lr=a.lr,
           seed=a.seed, threads=a.threads, ckpt_every=a.ckpt_every, preview_every=a.preview_every,
-          pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume)
+          pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume, init=a.init)
     return 0
 
 

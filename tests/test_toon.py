@@ -1,0 +1,157 @@
+"""The bundled "toon" style: its target, its training script, and the shipped checkpoint/IR pair.
+
+The shipped IR is what every fresh install serves, so it is checked against a rebuild from the shipped
+checkpoint (a stale or hand-edited IR would otherwise go unnoticed) and run at the sizes users send.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOON_DIR = REPO_ROOT / "models" / "toon"
+CHECKPOINT = TOON_DIR / "toon.pt"
+REFERENCE_KEYS = REPO_ROOT.parent / "shared" / "reference" / "animeganv2_state_dict.tsv"
+MODELS_BUDGET_BYTES = 10 * 1024 * 1024
+VERIFY_TOLERANCE_DB = 3.0  # fp16 rebuilds differ by rounding; a different model differs by tens of dB
+REBUILD_MATCH_FLOOR_DB = 45.0  # shipped vs rebuilt IR outputs, u8 PSNR
+TARGET_FLOOR_DB = 20.0  # shipped model vs its own target on a photo it was trained on
+
+
+def _step_image(size_px: int = 64) -> np.ndarray:
+    """Left half dark blue, right half light orange, plus noise: one strong edge and texture to flatten."""
+    rng = np.random.default_rng(0)
+    img = np.empty((size_px, size_px, 3), np.float32)
+    img[:, : size_px // 2] = (40, 60, 140)
+    img[:, size_px // 2 :] = (230, 170, 90)
+    img += rng.normal(0, 8, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+# --- target ---------------------------------------------------------------------------------------
+
+def test_target_inks_edges_and_flattens_texture() -> None:
+    from training.target import toonify
+
+    photo = _step_image()
+    toon = toonify(photo)
+    assert toon.shape == photo.shape and toon.dtype == np.uint8
+    assert np.array_equal(toon, toonify(photo)), "the target must be deterministic"
+    lum = toon.astype(np.float32).mean(axis=2)
+    edge_band = lum[8:-8, 28:36]
+    flat_right = lum[8:-8, 44:56]
+    assert edge_band.min() < 0.5 * flat_right.mean(), "no dark ink line along the strong edge"
+    assert flat_right.std() < 0.5 * photo[8:-8, 44:56].astype(np.float32).mean(axis=2).std(), "texture not flattened"
+
+
+def test_target_rejects_non_rgb_u8() -> None:
+    from training.target import toonify
+
+    with pytest.raises(ValueError, match="RGB uint8"):
+        toonify(np.zeros((8, 8), np.uint8))
+
+
+# --- training script ------------------------------------------------------------------------------
+
+def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from converters.generator import Generator
+    from training.train_toon import train
+
+    out = tmp_path / "toon.pt"
+    summary = train(workdir=tmp_path / "run", steps=3, budget_min=5.0, crop_px=32, batch=2, lr=1e-3, seed=7,
+                    threads=1, ckpt_every=2, preview_every=2, pool_cache=tmp_path / "pool.npz", out=out,
+                    resume=False, pool_kwargs={"names": ["chelsea"], "long_sides_px": (64,), "jitters": 2})
+    assert summary["steps"] == 3 and np.isfinite(summary["ema_l1"])
+    assert (tmp_path / "run" / "preview.png").is_file() and (tmp_path / "pool.npz").is_file()
+    state = torch.load(out, weights_only=True)
+    assert all(v.dtype == torch.float16 for v in state.values())
+    Generator(upsample_align=True).load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    assert "done:" in (tmp_path / "run" / "train.log").read_text()
+
+
+# --- shipped model --------------------------------------------------------------------------------
+
+shipped = pytest.mark.skipif(not (TOON_DIR / "model.xml").is_file(), reason=f"no shipped toon IR in {TOON_DIR}")
+
+
+@shipped
+def test_shipped_checkpoint_has_the_published_keys() -> None:
+    torch = pytest.importorskip("torch")
+    from converters.generator import Generator
+
+    state = torch.load(CHECKPOINT, weights_only=True)
+    Generator(upsample_align=True).load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    if REFERENCE_KEYS.is_file():
+        rows = [ln.split("\t") for ln in REFERENCE_KEYS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        published = {key: shape for key, shape in rows}
+        ours = {k: "x".join(map(str, v.shape)) for k, v in state.items()}
+        assert ours == published
+
+
+@shipped
+def test_models_folder_stays_under_budget() -> None:
+    total = sum(p.stat().st_size for p in (REPO_ROOT / "models").rglob("*") if p.is_file())
+    assert total < MODELS_BUDGET_BYTES, f"models/ ships {total / 2**20:.1f} MiB"
+
+
+@shipped
+@pytest.mark.parametrize("hw", [(256, 256), (512, 512), (352, 480)])
+def test_shipped_ir_runs_at_any_allowed_size(hw: tuple[int, int]) -> None:
+    import openvino as ov
+
+    from training.target import resize_long_side
+
+    from skimage import data
+
+    photo = resize_long_side(data.chelsea(), max(hw) + 8)[: hw[0], : hw[1]]
+    photo = np.ascontiguousarray(np.pad(photo, ((0, hw[0] - photo.shape[0]), (0, hw[1] - photo.shape[1]), (0, 0)), mode="reflect"))
+    model = ov.Core().read_model(TOON_DIR / "model.xml")
+    model.reshape({0: [1, *hw, 3]})
+    out = ov.Core().compile_model(model, "CPU")({0: photo[None]})[0]
+    assert out.shape == (1, *hw, 3) and out.dtype == np.uint8
+    assert 0.0 < float(np.abs(out[0].astype(np.int16) - photo).mean()), "the model must change the picture"
+
+
+@shipped
+def test_shipped_model_reproduces_its_target_on_a_training_photo() -> None:
+    import openvino as ov
+    from skimage import data
+    from skimage.metrics import peak_signal_noise_ratio
+
+    from training.target import resize_long_side, toonify
+
+    photo = resize_long_side(data.astronaut(), 256)
+    compiled = ov.Core().compile_model(TOON_DIR / "model.xml", "CPU")
+    pred = compiled({0: photo[None]})[0][0]
+    psnr = peak_signal_noise_ratio(toonify(photo), pred, data_range=255)
+    assert psnr > TARGET_FLOOR_DB, f"toon model vs target: {psnr:.1f} dB"
+
+
+@shipped
+def test_rebuilt_ir_matches_the_shipped_one(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import openvino as ov
+    from skimage import data
+    from skimage.metrics import peak_signal_noise_ratio
+
+    from converters.convert import convert
+    from training.target import resize_long_side
+
+    shipped_manifest = yaml.safe_load((TOON_DIR / "manifest.yaml").read_text(encoding="utf-8"))
+    rebuilt_dir = convert(CHECKPOINT, name="toon", precision="fp16", output_dir=tmp_path)
+    rebuilt_manifest = yaml.safe_load((Path(rebuilt_dir) / "manifest.yaml").read_text(encoding="utf-8"))
+    assert rebuilt_manifest["source"]["sha256"] == shipped_manifest["source"]["sha256"]
+    for key in ("min", "mean"):
+        a = shipped_manifest["verification"]["psnr_db"][key]
+        b = rebuilt_manifest["verification"]["psnr_db"][key]
+        assert abs(a - b) <= VERIFY_TOLERANCE_DB, f"verification psnr_db.{key}: shipped {a}, rebuilt {b}"
+    photo = resize_long_side(data.coffee(), 128)[:84, :128]
+    core = ov.Core()
+    outs = [core.compile_model(Path(d) / "model.xml", "CPU")({0: np.ascontiguousarray(photo)[None]})[0][0]
+            for d in (TOON_DIR, rebuilt_dir)]
+    psnr = peak_signal_noise_ratio(outs[0], outs[1], data_range=255)
+    assert psnr > REBUILD_MATCH_FLOOR_DB, f"shipped vs rebuilt IR: {psnr:.1f} dB"
