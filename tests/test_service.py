@@ -362,7 +362,7 @@ def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
 
 def test_sigterm_mid_batch_exits_0_with_no_partial_output(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = Service(config({"service": {"drain_timeout_seconds": 10.0}}), tmp_path / "service.log")
+    svc = Service(config({"service": {"drain_timeout_seconds": 10.0, "log_format": "json"}}), tmp_path / "service.log")
     services.append(svc)
     svc.wait_ready()
     sources = make_sources(make_photo, tmp_path / "src", 80)
@@ -381,7 +381,10 @@ def test_sigterm_mid_batch_exits_0_with_no_partial_output(
     assert done | waiting == {p.name for p in sources} and not done & waiting
     assert sorted(p.name for p in outputs) == sorted(f"{Path(n).stem}_randgen.jpg" for n in done)
     assert claims_left(svc.root / "work") == []
-    assert "stopped:" in svc.log.read_text()
+    records = [json.loads(line) for line in svc.log.read_text().splitlines() if line.strip()]
+    per_image = [r for r in records if r.get("result") == "done"]
+    assert len(per_image) == len(done) and all(r["timings_s"]["infer"] > 0 and r["ts"] for r in per_image)
+    assert records[-1]["msg"].startswith("stopped:")
 
 
 def _rewrite(cfg: Path, section: str, **values: Any) -> None:
@@ -411,6 +414,10 @@ def test_sighup_applies_a_changed_config_without_losing_a_file(
     feeder.join()
     wait_until(lambda: len(visible(svc.root / "done")) == 40, timeout_s=WORK_DEADLINE_S,
                what="all 40 inputs done", proc=svc.proc, log=svc.log)
+    _rewrite(cfg, "device", num_requests=1)                    # a device change: the model is recompiled
+    svc.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "(recompiled)" in svc.log.read_text(), timeout_s=WORK_DEADLINE_S, what="a recompile",
+               proc=svc.proc, log=svc.log)
     cfg.write_text("model: [not, a, mapping\n")                # a broken config: logged, the old one kept
     svc.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: "keeping the running config" in svc.log.read_text(), timeout_s=30, what="a refused reload",

@@ -134,3 +134,13 @@ def test_ten_thousand_waiting_files_keep_the_detector_bounded(inbox: Path, detec
             os.unlink(inbox / rel)  # the service would claim it
     assert len(seen) == count
     assert peak <= MAX_TRACKED_FILES + READY_QUEUE_SIZE
+
+
+def test_inotify_takes_links_that_never_get_a_close_write(inbox: Path, tmp_path: Path,
+                                                        detector_factory: object) -> None:
+    det = detector_factory(detector="inotify", settle_seconds=0.3)  # type: ignore[operator]
+    original = tmp_path / "orig.jpg"
+    original.write_bytes(b"x")
+    os.link(original, inbox / "hard.jpg")
+    os.symlink("/etc/passwd", inbox / "soft.jpg")
+    assert sorted(_collect(det, 2, deadline_s=10)) == ["hard.jpg", "soft.jpg"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_config
-from ..errors import ModelError, UserError
+from ..errors import ConfigError, ModelError, UserError
 from ..models import ModelInfo, resolve_model
 from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim
 from ..watch.detect import Detector
@@ -96,7 +96,12 @@ class Service:
                                model_hash=self.model.bin_sha256, journal=self.journal)
         self.detector = self._new_detector(config)
         if config.service.metrics.enabled:
-            self.metrics.serve(host=config.service.metrics.host, port=config.service.metrics.port)
+            metrics = config.service.metrics
+            try:
+                self.metrics.serve(host=metrics.host, port=metrics.port)
+            except OSError as exc:
+                raise ConfigError(f"service.metrics: cannot listen on {metrics.host}:{metrics.port}: "
+                                  f"{exc.strerror}; choose another port or disable metrics") from None
         self._recover_at_start()
         self.detector.start()
         self._state = "ready"
@@ -173,19 +178,25 @@ class Service:
                 self._reload_requested = False
                 self._reload()
                 continue
-            if len(self._in_flight) >= self._limit or len(self._retries) >= self._limit * RETRY_BACKLOG_PER_SLOT:
+            if len(self._in_flight) >= self._limit:
                 self._take_results(block=True)
                 continue
-            claim = self._next_claim()
+            # Many claims waiting for a retry (a full disk): stop taking new files until they clear.
+            intake = len(self._retries) < self._limit * RETRY_BACKLOG_PER_SLOT
+            claim = self._next_claim(intake=intake)
             if claim is not None:
                 self._start(claim)
+            elif not intake:
+                self._take_results(block=True)  # the loop's wait while nothing is due
 
-    def _next_claim(self) -> Claim | None:
-        """Recovered claims first, then due retries, then a new file from the inbox."""
+    def _next_claim(self, *, intake: bool) -> Claim | None:
+        """Recovered claims first, then due retries, then (with ``intake``) a new file from the inbox."""
         if self._requeue:
             return self._requeue.popleft()
         if self._retries and self._retries[0][0] <= time.monotonic():
             return heapq.heappop(self._retries)[2]
+        if not intake:
+            return None
         rel = self.detector.get(timeout=LOOP_WAIT_SECONDS)
         if rel is None:
             return None
@@ -382,8 +393,9 @@ class Service:
         waiting = list(self._requeue) + [c for _, _, c in self._retries]
         self._requeue.clear()
         self._retries.clear()
-        for claim in waiting:
-            self.handler.give_back(claim, reason="stopping")
+        for claim in waiting:  # untouched inputs go back; one whose output exists is committed at next start
+            if claim.dst is None or not os.path.exists(claim.dst):
+                self.handler.give_back(claim, reason="stopping")
         drained = self._wait_in_flight(timeout_s)
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %.0f s; they stay in %s and the next start "

@@ -2,8 +2,8 @@
 
 Shape (watchdog's own): producers fill one bounded queue of names, the service takes from it.
 - inotify (watchdog's InotifyObserver): close-write and moved-to make a file ready at once. A created file
-  waits for its close-write however slowly it is written; only when none comes (a hard link) is it taken
-  after ``CREATED_SETTLE_SECONDS`` without a change.
+  waits for its close-write however slowly it is written; symlinks and hard links (which get none) settle
+  as in polling mode; ``CREATED_SETTLE_SECONDS`` without a change is the last resort for a lost event.
 - polling: the inbox is scanned every ``poll_interval_seconds``; a file is ready when its size, mtime and
   ctime stayed the same for ``settle_seconds`` of this machine's clock (ctime cannot be set back by cp -p,
   and comparing observations, not timestamps, is immune to a share's clock skew).
@@ -19,6 +19,7 @@ import fnmatch
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -225,7 +226,7 @@ class Detector:
                 rel = self._created.get_nowait()
             except queue.Empty:
                 break
-            self._track(rel, now, settle_s=max(self.settle_seconds, CREATED_SETTLE_SECONDS))
+            self._track(rel, now, created=True)
         if self._rescan is None and (self.mode == "polling" or self._rescan_requested
                                      or now - self._last_rescan > RESCAN_INTERVAL_SECONDS):
             self._rescan_requested = False
@@ -240,13 +241,26 @@ class Detector:
                 self._rescan = None
         self._offer_settled(now)
 
-    def _track(self, rel: str, now: float, *, settle_s: float | None = None) -> None:
+    def _track(self, rel: str, now: float, *, created: bool = False) -> None:
         with self._lock:
             if rel in self._offered or rel in self._tracked:
                 return
         sig = self._signature(rel)
-        if sig is not None:
-            self._tracked[rel] = (sig, now, self.settle_seconds if settle_s is None else settle_s)
+        if sig is None:
+            return
+        settle_s = self.settle_seconds
+        if created and self._may_be_open_for_writing(rel):
+            settle_s = max(settle_s, CREATED_SETTLE_SECONDS)
+        self._tracked[rel] = (sig, now, settle_s)
+
+    def _may_be_open_for_writing(self, rel: str) -> bool:
+        """A created regular file with one link will get a close-write; symlinks and hard links will not
+        (they appear whole, in one call)."""
+        try:
+            st = os.lstat(self.inbox / rel)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
     def _signature(self, rel: str) -> Signature | None:
         try:
