@@ -125,43 +125,68 @@ def run_trial(config: Config, files: list[Path], trial: Trial, *, goal: str) -> 
 
 
 def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, progress: bool = True) -> list[Trial]:
-    """Coordinate descent over ``axes`` within ``budget_s``; the first trial (the config as given) always runs."""
+    """Coordinate descent over ``axes`` within ``budget_s``, then a confirmation round.
+
+    The first trial (the config as given) always runs. When a change won, the config as given and the
+    winner are measured once more, in the reverse order, and the winner stays only if the mean of its two
+    runs still beats the baseline's mean by ``NOISE_MARGIN``: one lucky run on a shared box is not a win.
+    """
     if goal not in GOALS:
         raise UserError(f"--goal: expected one of {', '.join(GOALS)}, got {goal!r}")
     model = resolve_model(config.model.path, search_dirs=config.model.dirs)
     plan = axes(config, model, cores=os.cpu_count() or 1)
-    best = Trial("as configured", baseline(config, model))
-    planned = 1 + sum(len(values) - 1 for _, values in plan)
+    first = Trial("as configured", baseline(config, model))
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=planned, unit="trial", dynamic_ncols=True)
-    trials = [run_trial(config, files, best, goal=goal)]
-    best.kept = True
+        bar = tqdm(total=3 + sum(len(values) - 1 for _, values in plan), unit="trial", dynamic_ncols=True)
     started = time.perf_counter()
-    _tick(bar, best)
+    trials = [run_trial(config, files, first, goal=goal)]
+    best = first
+    _tick(bar, first)
     try:
-        for axis, values in plan:
-            for value in values:
-                if value == best.settings[axis]:
-                    continue
-                estimate = statistics_mean([t.seconds for t in trials])
-                if time.perf_counter() - started + estimate > budget_s:
-                    log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
-                    return trials
-                trial = run_trial(config, files, Trial(f"{axis}={_short(value)}", {**best.settings, axis: value}),
-                                  goal=goal)
-                trials.append(trial)
-                if trial.score(goal) > best.score(goal) * (1 + NOISE_MARGIN):
-                    best.kept = False
-                    trial.kept = True
-                    best = trial
-                _tick(bar, trial)
+        for axis, value in _points(plan, lambda: best):
+            estimate = statistics_mean([t.seconds for t in trials])
+            if time.perf_counter() - started + 3 * estimate > budget_s:  # room for one trial + the confirmation
+                log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
+                break
+            trial = run_trial(config, files, Trial(f"{axis}={_short(value)}", {**best.settings, axis: value}),
+                              goal=goal)
+            trials.append(trial)
+            if trial.score(goal) > best.score(goal) * (1 + NOISE_MARGIN):
+                best = trial
+            _tick(bar, trial)
+        if best is not first:
+            trials += _confirm(config, files, first, best, goal=goal, bar=bar)
+        else:
+            first.kept = True
     finally:
         if bar is not None:
             bar.close()
     return trials
+
+
+def _points(plan: list[tuple[str, list[Any]]], best: Any) -> Any:
+    """(axis, value) pairs still to try, skipping each axis's value the current best already has."""
+    for axis, values in plan:
+        for value in values:
+            if value != best().settings[axis]:
+                yield axis, value
+
+
+def _confirm(config: Config, files: list[Path], first: Trial, best: Trial, *, goal: str, bar: Any) -> list[Trial]:
+    """Re-measure the winner, then the baseline, and keep whichever has the better mean of its two runs."""
+    again_best = run_trial(config, files, Trial(f"confirm: {best.label}", dict(best.settings)), goal=goal)
+    _tick(bar, again_best)
+    again_first = run_trial(config, files, Trial("confirm: as configured", dict(first.settings)), goal=goal)
+    _tick(bar, again_first)
+    best_mean = statistics_mean([best.score(goal), again_best.score(goal)])
+    first_mean = statistics_mean([first.score(goal), again_first.score(goal)])
+    winner_trial = again_best if best_mean > first_mean * (1 + NOISE_MARGIN) else again_first
+    winner_trial.kept = True
+    winner_trial.extra["mean_score"] = max(best_mean, first_mean)
+    return [again_best, again_first]
 
 
 def statistics_mean(values: list[float]) -> float:
@@ -182,6 +207,7 @@ def _tick(bar: Any, trial: Trial) -> None:
 
 
 def winner(trials: list[Trial]) -> Trial:
+    """The trial marked kept: the confirmed winner, or the config as given when nothing beat it."""
     kept = [t for t in trials if t.kept]
     if not kept or kept[-1].report is None:
         raise UserError("tune: no setting produced a result; see the errors in the table")
@@ -205,7 +231,8 @@ def table(trials: list[Trial], *, goal: str) -> str:
             f"{str(eff.get('ENABLE_CPU_PINNING', '?')):>5} {eff.get('INFERENCE_PRECISION_HINT', '?'):>5} "
             f"{_short(s['model'])[:10]:10} {s['shape_policy']:7} {t.report['images_per_s']:6.2f} "
             f"{t.report['latency_s']['p50']:6.2f} {t.report['cpu_utilisation_pct']:5.0f}")
-    lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%})")
+    lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%}, "
+                 "and again on the mean of a second, reversed-order run)")
     return "\n".join(lines)
 
 
