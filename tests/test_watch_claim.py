@@ -22,7 +22,13 @@ from edge_anime.watch.claim import (
     reserve_name,
     save_record,
 )
-from edge_anime.watch.folders import Folders, move_noreplace, prepare_folders, rename_noreplace, suffixed
+from edge_anime.watch.folders import (
+    Folders,
+    move_noreplace,
+    prepare_folders,
+    rename_noreplace,
+    suffixed,
+)
 
 
 def _folders(root: Path, **over: Path) -> Folders:

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from edge_anime.config import WatchSection
-from edge_anime.watch.detect import MAX_TRACKED_FILES, READY_QUEUE_SIZE, Detector, NameFilter, scan
+from edge_anime.watch.detect import (
+    MAX_TRACKED_FILES,
+    READY_QUEUE_SIZE,
+    Detector,
+    NameFilter,
+    scan,
+)
 
 DEADLINE_SECONDS = 10.0
 

@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.runner import Service  # imports openvino only when serving, not for --help
+    from ..service.runner import (
+        Service,  # imports openvino only when serving, not for --help
+    )
 
     return Service(args.config).run()

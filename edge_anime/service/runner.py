@@ -89,7 +89,8 @@ class Service:
 
     def _serve(self, config: Config) -> int:
         self.config = config
-        self.model, self.engine = self._load_engine(config)
+        with self._startup_watchdog():  # a cold compile on a slow box can outlast WatchdogSec
+            self.model, self.engine = self._load_engine(config)
         self.pipeline = self._new_pipeline(config)
         self.journal = ProcessedList(self.folders.work) if config.watch.after_success == "keep" else None
         self.handler = Handler(config=config, folders=self.folders, worker=self.worker, style=self.model.style,
@@ -113,6 +114,27 @@ class Service:
         finally:
             self.detector.stop()
         return self._shutdown()
+
+    @contextlib.contextmanager
+    def _startup_watchdog(self) -> Iterator[None]:
+        """Keep systemd's watchdog fed while the main loop cannot (model compile at start)."""
+        interval = self.notifier.watchdog_interval_s
+        if not interval:
+            yield
+            return
+        done = threading.Event()
+
+        def ping() -> None:
+            while not done.wait(interval):
+                self.notifier.send(WATCHDOG=1)
+
+        pinger = threading.Thread(target=ping, name="edge-anime-watchdog", daemon=True)
+        pinger.start()
+        try:
+            yield
+        finally:
+            done.set()
+            pinger.join()
 
     def _install_signals(self) -> None:
         def stop(signum: int, _frame: object) -> None:

@@ -55,7 +55,10 @@ def write_status(path: Path, status: Status) -> None:
 
 
 def read_status(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")  # noqa: TRY004 - callers treat it like bad JSON
+    return data
 
 
 def is_alive(data: dict[str, Any], *, now: float | None = None) -> bool:

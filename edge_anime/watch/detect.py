@@ -25,6 +25,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from watchdog.events import (
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+
 from ..config import WatchSection
 from ..errors import ConfigError
 from ..fsutil import is_temp_name
@@ -207,7 +215,7 @@ class Detector:
         while not self._stop.is_set():
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - a detector that dies silently would stop the service's intake
+            except Exception:
                 log.exception("detector: unexpected error; rescanning")
                 self._rescan = None
                 self._rescan_requested = True
@@ -327,17 +335,16 @@ def _rel(detector: Detector, path: bytes | str) -> str | None:
     return rel.replace(os.sep, "/")
 
 
-class _EventHandler:
+class _EventHandler(FileSystemEventHandler):
     """watchdog handler: routes events to the detector; knows nothing of threads (watchdog's own rule)."""
 
     def __init__(self, detector: Detector) -> None:
+        super().__init__()
         self.detector = detector
 
-    def dispatch(self, event: object) -> None:
-        from watchdog.events import FileClosedEvent, FileCreatedEvent, FileMovedEvent
-
-        if getattr(event, "is_directory", False):
-            if getattr(event, "event_type", "") in ("created", "moved") and self.detector.filter.recursive:
+    def dispatch(self, event: FileSystemEvent) -> None:
+        if event.is_directory:
+            if event.event_type in ("created", "moved") and self.detector.filter.recursive:
                 self.detector.request_rescan()  # a folder moved in whole: its files came without events
             return
         if isinstance(event, FileMovedEvent) and event.dest_path:

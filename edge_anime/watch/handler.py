@@ -23,7 +23,14 @@ from typing import Any
 from ..config import Config
 from ..errors import InputError, TransientError
 from ..fsutil import write_atomic
-from .claim import Claim, WorkerDir, release_name, remove_stale_temps, reserve_name, save_record
+from .claim import (
+    Claim,
+    WorkerDir,
+    release_name,
+    remove_stale_temps,
+    reserve_name,
+    save_record,
+)
 from .folders import MAX_SUFFIX, Folders, move_noreplace, rename_noreplace, suffixed
 from .journal import ProcessedList
 
@@ -233,7 +240,8 @@ class Handler:
         try:
             rename_noreplace(claim.path, target)
         except FileExistsError:
-            return Verdict(Outcome.RETRY, reason="inbox has a new file of this name; kept in work/")
+            return Verdict(Outcome.RETRY, reason="inbox has a new file of this name; kept in work/",
+                           stage="claim", delay_s=self.config.watch.retry.max_seconds)
         self._drop(claim)
         return Verdict(Outcome.RETURNED, where=target, reason=reason)
 
