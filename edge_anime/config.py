@@ -80,6 +80,7 @@ class DeviceSection(_Section):
     cache_dir: PathField | None = Path(".cache/openvino")  # model cache; null disables
     shape_policy: Literal["static", "dynamic"] = "static"
     shape_cache_size: int = Field(default=4, ge=1, le=64)  # compiled static shapes kept (LRU)
+    shape_cache_mb: int = Field(default=2048, ge=64)  # estimated inference memory of the shapes kept, all streams
 
 
 class ImageSection(_Section):

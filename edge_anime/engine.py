@@ -20,6 +20,7 @@ import openvino as ov
 
 from .config import DeviceSection
 from .errors import ModelError
+from .imaging.geometry import estimate_inference_mb
 from .models import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -187,11 +188,27 @@ class Engine:
             # Compiling under the lock keeps one compile per size; sizes arrive one photo at a time anyway.
             compiled = self._compile(self._static_model(*key))
             self._cache[key] = compiled
-            while len(self._cache) > self.device.shape_cache_size:
+            while len(self._cache) > self.device.shape_cache_size or (
+                    len(self._cache) > 1 and self.cache_mb() > self.device.shape_cache_mb):
                 evicted, old = self._cache.popitem(last=False)
                 self._sync_requests.pop(id(old), None)
                 log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
             return compiled
+
+    def cache_mb(self) -> float:
+        """Estimated inference memory of the static shapes held: each stream of each shape has its own.
+
+        Uses imaging's measured per-pixel figure (f32, the worst case), so bf16/int8 stay well inside."""
+        streams = int(self.effective.get("NUM_STREAMS", 1) or 1)
+        return sum(estimate_inference_mb(w, h) * streams for h, w in self._cache)
+
+    def holds(self, compiled: ov.CompiledModel) -> bool:
+        """Whether ``compiled`` is still in the cache (or is the dynamic model): holders of evicted models
+        (the pipeline's queues) drop theirs so the memory really goes."""
+        if compiled is self._dynamic:
+            return True
+        with self._lock:
+            return any(c is compiled for c in self._cache.values())
 
     def cached_shapes(self) -> list[tuple[int, int]]:
         """(H, W) of the static models held, least recently used first."""

@@ -225,6 +225,9 @@ class Pipeline:
             queue = ov.AsyncInferQueue(compiled, self.engine.num_requests)
             queue.set_callback(self._inferred)
             self._queues[key] = (compiled, queue)  # the compiled model is kept alive with its queue
+            # Follow the engine's cache (count and memory bound): a queue keeps its compiled model alive.
+            for old_key in [k for k, (c, _) in self._queues.items() if k != key and not self.engine.holds(c)]:
+                self._retired.append(self._queues.pop(old_key))
             while len(self._queues) > self.engine.device.shape_cache_size:
                 self._retired.append(self._queues.popitem(last=False)[1])
             # Release retired queues whose inferences have all been called back (never from inside a callback).

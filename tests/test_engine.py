@@ -117,3 +117,15 @@ def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: 
         assert any(n.startswith("device.enable_hyper_threading: asked True") for n in notes)
         assert "enable_hyper_threading" in caplog.text
     assert engine.describe()["ignored"] == notes
+
+
+def test_shape_cache_also_bounded_by_memory(model: ModelInfo, tmp_path: Path) -> None:
+    # 64 MB allows one 64x64 shape per stream or so: every new size evicts the previous one, the newest stays.
+    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1))
+    engine.compiled(64, 64)
+    engine.compiled(64, 96)
+    assert engine.cached_shapes() == [(64, 96)]
+    roomy = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=4096, num_streams=1))
+    roomy.compiled(64, 64)
+    roomy.compiled(64, 96)
+    assert roomy.cached_shapes() == [(64, 64), (64, 96)] and roomy.cache_mb() < 4096
