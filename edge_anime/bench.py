@@ -102,8 +102,13 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[rank]
 
 
-def summarise(passes: list[PassFigures], *, cores: int) -> dict[str, Any]:
-    """The figures of the median pass (by images/s), plus every pass's images/s."""
+def summarise(passes: list[PassFigures], *, cores: int, requests: int = 1) -> dict[str, Any]:
+    """The figures of the median pass (by images/s), plus every pass's images/s.
+
+    ``infer_busy_pct`` is the share of the pass during which the infer requests were running: near 100%
+    means decode/encode/I/O never left inference waiting, whatever else the machine was doing, which is
+    the pipeline's own part of "keep the cores on inference"; ``cpu_utilisation_pct`` then says how much
+    of the cores the process actually got."""
     best = sorted(passes, key=lambda p: p.images_per_s)[len(passes) // 2]
     ok = [r for r in best.results if r.ok]
     latencies = [r.timings_s["total"] for r in ok]
@@ -121,6 +126,7 @@ def summarise(passes: list[PassFigures], *, cores: int) -> dict[str, Any]:
         "stages_s_total": stages,
         "stages_s_per_image": {s: v / len(ok) if ok else 0.0 for s, v in stages.items()},
         "cpu_utilisation_pct": 100.0 * best.cpu_s / (best.wall_s * cores) if best.wall_s > 0 else 0.0,
+        "infer_busy_pct": 100.0 * stages["infer"] / (best.wall_s * requests) if best.wall_s > 0 else 0.0,
         "machine_cpu_busy_pct": best.system_cpu_pct,
         "sizes": sorted({f"{r.out_size[0]}x{r.out_size[1]}" for r in ok if r.out_size}),
         "passes_images_per_s": [p.images_per_s for p in passes],
@@ -147,7 +153,7 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         for _ in range(warmup):
             timed_pass(engine, config, files, out_dir)
         passes = [timed_pass(engine, config, files, out_dir) for _ in range(repeat)]
-    report = summarise(passes, cores=cores)
+    report = summarise(passes, cores=cores, requests=engine.num_requests)
     report.update({
         "engine_startup_s": startup_s,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / BYTES_PER_MB,
@@ -174,7 +180,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"{report['wall_s']:.2f} s, passes {', '.join(f'{x:.3f}' for x in report['passes_images_per_s'])})",
         f"latency  p50 {report['latency_s']['p50']:.3f} s   p95 {report['latency_s']['p95']:.3f} s",
         f"CPU      {report['cpu_utilisation_pct']:.0f}% of {report['cores']} cores by this process "
-        f"(machine busy {report['machine_cpu_busy_pct']:.0f}%)   peak RSS {report['peak_rss_mb']:.0f} MB",
+        f"(machine busy {report['machine_cpu_busy_pct']:.0f}%)   infer requests busy {report['infer_busy_pct']:.0f}%"
+        f"   peak RSS {report['peak_rss_mb']:.0f} MB",
         f"plugin   hint {eff.get('PERFORMANCE_HINT')}  streams {eff.get('NUM_STREAMS')}  threads "
         f"{eff.get('INFERENCE_NUM_THREADS')}  precision {eff.get('INFERENCE_PRECISION_HINT')}  requests "
         f"{report['plugin']['num_requests']}  pinning {eff.get('ENABLE_CPU_PINNING')}  shapes "

@@ -33,7 +33,7 @@ def test_bench_json_has_images_per_s_and_stage_breakdown(write_config: Callable[
     assert len(report["passes_images_per_s"]) == 2
     assert set(STAGES) <= set(report["stages_s_per_image"])
     assert report["latency_s"]["p95"] >= report["latency_s"]["p50"] > 0
-    assert report["peak_rss_mb"] > 0 and report["cpu_utilisation_pct"] > 0
+    assert report["peak_rss_mb"] > 0 and report["cpu_utilisation_pct"] > 0 and 0 < report["infer_busy_pct"] <= 101
     assert report["plugin"]["effective"]["NUM_STREAMS"] >= 1
     assert "images/s" in proc.stdout and "stage" in proc.stdout
 
