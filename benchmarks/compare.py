@@ -79,7 +79,7 @@ def main() -> int:
     if args.worker is not None:
         print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
         return 0
-    model = args.model or ensure_seeded_ir()
+    model = (args.model or ensure_seeded_ir()).resolve()
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
         row: dict[str, Any] = {}

@@ -67,7 +67,7 @@ def main() -> int:
         limit = None if "mixed" in args.worker else args.limit
         print(json.dumps(worker(args.model, case, args.photos, limit)))
         return 0
-    model = args.model or ensure_seeded_ir()
+    model = (args.model or ensure_seeded_ir()).resolve()
     rows = []
     for label, _ in CASES:
         out = subprocess.run([sys.executable, __file__, "--worker", label, "--model", str(model), "--photos",

@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--max-side", type=int, default=512)
     parser.add_argument("--model", type=Path, default=None, help="model folder (default: seeded-random IR)")
     args = parser.parse_args()
-    model = args.model or ensure_seeded_ir()
+    model = (args.model or ensure_seeded_ir()).resolve()
     photo = args.photo or next(iter(sorted(PHOTOS_DIR.glob("*.jpg"))), None)
     if photo is None:
         print("no photo: give --photo FILE", file=sys.stderr)

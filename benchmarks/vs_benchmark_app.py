@@ -43,8 +43,10 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
 def ours(xml: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
     args = [sys.executable, __file__, "--worker", "--model", str(xml.parent), "--precision", precision,
             "--photos", str(photos)] + (["--limit", str(limit)] if limit else [])
-    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"pipeline worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def worker(model_dir: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
@@ -82,10 +84,10 @@ def main() -> int:
     if args.worker:
         print(json.dumps(worker(args.model, args.precision, args.photos, args.limit)))
         return 0
-    model = args.model or ensure_seeded_ir()
+    model = (args.model or ensure_seeded_ir()).resolve()
     variants = [(f"fp32 IR, {p}", model / "model.xml", p) for p in args.precisions.split(",")]
     if args.int8:
-        variants.append(("int8 IR", args.int8 / "model.xml", "auto"))
+        variants.append(("int8 IR", args.int8.resolve() / "model.xml", "auto"))
     rows, raw = [], []
     for name, xml, precision in variants:
         per_round = []

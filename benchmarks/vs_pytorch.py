@@ -115,7 +115,9 @@ def ov_worker(files: list[Path], model_dir: Path, precision: str) -> dict[str, A
 
 
 def spawn(args: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"worker {args} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -139,12 +141,13 @@ def main() -> int:
     if not files:
         print(f"no photos in {args.photos}; give --photos DIR", file=sys.stderr)
         return 2
-    model = args.model or ensure_seeded_ir()
+    model = (args.model or ensure_seeded_ir()).resolve()
+    int8 = args.int8.resolve() if args.int8 else None
     ensure_torchscript()
     variants: list[tuple[str, list[str]]] = [("openvino f32", ["--model", str(model), "--precision", "f32"]),
                                              ("openvino auto", ["--model", str(model), "--precision", "auto"])]
-    if args.int8:
-        variants.append(("openvino int8", ["--model", str(args.int8), "--precision", "auto"]))
+    if int8:
+        variants.append(("openvino int8", ["--model", str(int8), "--precision", "auto"]))
     common = ["--photos", str(args.photos)] + (["--limit", str(args.limit)] if args.limit else [])
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
