@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image
 
 torch = pytest.importorskip("torch")
 
@@ -69,6 +70,8 @@ def test_state_dict_fp32_manifest_is_complete(random_ir: Path, seeded_checkpoint
     assert manifest["verification"]["sizes"] == [[256, 256], [352, 480]]
     assert manifest["verification"]["floor_db"] == 45.0 and manifest["verification"]["reference"] == "pytorch"
     assert manifest["versions"]["openvino"] and manifest["versions"]["torch"]
+    with Image.open(random_ir / "verify.png") as png:  # input | PyTorch | IR | |diff| x8, widest size 480
+        assert png.size[0] == 4 * 480 and png.size[1] >= 2 * 256
 
 
 def test_torchscript_converts_and_verifies(tmp_path: Path) -> None:
