@@ -47,16 +47,16 @@ def toon_loss(pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, f
     return l1 + GRAD_LOSS_WEIGHT * (gx + gy), float(l1.detach())
 
 
-def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0) -> float:
+def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0, warmup: int = WARMUP_STEPS) -> float:
     """Linear warm-up, then cosine down to 2% of the peak at ``steps``.
 
     ``time_frac`` (elapsed / wall budget) moves the schedule on when the clock, not the step count, will
     end the run (a busy shared machine), so the run still ends at a low learning rate; when the step count
     binds, the schedule and therefore the weights are reproducible.
     """
-    if step < WARMUP_STEPS:
-        return peak_lr * (step + 1) / WARMUP_STEPS
-    frac = min(1.0, max((step - WARMUP_STEPS) / max(1, steps - WARMUP_STEPS), time_frac))
+    if step < warmup:
+        return peak_lr * (step + 1) / warmup
+    frac = min(1.0, max((step - warmup) / max(1, steps - warmup), time_frac))
     return peak_lr * (0.02 + 0.98 * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
@@ -89,7 +89,7 @@ def write_preview(model: Generator, photos: np.ndarray, targets: np.ndarray, pat
 def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: int, lr: float, seed: int,
           threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
           out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
-          init: str = "passthrough") -> dict[str, float]:
+          init: str = "passthrough", warmup_steps: int = WARMUP_STEPS) -> dict[str, float]:
     """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -123,7 +123,8 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
             log.write(f"wall budget of {budget_min} min reached at step {step} (of {steps})\n")
             break
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps=steps, peak_lr=lr, time_frac=(time.monotonic() - train_start) / train_budget_s)
+            group["lr"] = lr_at(step, steps=steps, peak_lr=lr, time_frac=(time.monotonic() - train_start) / train_budget_s,
+                                 warmup=warmup_steps)
         x, y = next(data)
         loss, l1 = toon_loss(model(to_tensor(x)), to_tensor(y))
         opt.zero_grad(set_to_none=True)
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-min", type=float, default=55.0, help="wall-clock cap (minutes)")
     p.add_argument("--crop", type=int, default=96, help="square crop side (px, multiple of 4)")
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--lr", type=float, default=2e-3, help="peak Adam learning rate")
+    p.add_argument("--lr", type=float, default=2.5e-4, help="peak Adam learning rate")
     p.add_argument("--seed", type=int, default=20261129)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ckpt-every", type=int, default=100)
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool-cache", type=Path, default=None, help="npz cache of the rendered pool")
     p.add_argument("--out", type=Path, default=None, help="write the fp16 state dict here at the end")
     p.add_argument("--no-resume", action="store_true")
+    p.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
     p.add_argument("--init", choices=("passthrough", "default"), default="passthrough",
                    help="passthrough: start as a softened copy of the input (training/init.py)")
     a = p.parse_args(argv)
@@ -170,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--crop must be a multiple of 4, got {a.crop}")
     train(workdir=a.workdir, steps=a.steps, budget_min=a.budget_min, crop_px=a.crop, batch=a.batch, lr=a.lr,
           seed=a.seed, threads=a.threads, ckpt_every=a.ckpt_every, preview_every=a.preview_every,
-          pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume, init=a.init)
+          pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume, init=a.init,
+          warmup_steps=a.warmup_steps)
     return 0
 
 
