@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 NOISE_MARGIN = 0.03  # a change must beat the best by 3% to be kept
 INT8_SUFFIXES = ("_int8", "-int8")
+# An INT8 sibling joins the sweep only when its manifest shows it keeps the picture: the issue's floor of
+# PSNR against FP32 on real photos. Speed alone would pick a model that visibly changes the style.
+INT8_FLOOR_DB = 35.0
 GOALS = ("throughput", "latency")
 
 
@@ -77,12 +80,25 @@ def int8_sibling(model: ModelInfo) -> ModelInfo | None:
     return None
 
 
-def axes(config: Config, model: ModelInfo, *, cores: int) -> list[tuple[str, list[Any]]]:
+def int8_psnr_db(model: ModelInfo) -> float | None:
+    """The worst PSNR against FP32 the converter recorded for an INT8 model (None when not recorded)."""
+    psnr = (model.manifest.get("quantization") or {}).get("psnr_vs_fp32_db") or {}
+    value = psnr.get("min") if isinstance(psnr, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def axes(config: Config, model: ModelInfo, *, cores: int,
+         int8_floor_db: float = INT8_FLOOR_DB) -> list[tuple[str, list[Any]]]:
     """The values each axis may take, in the order they are tried."""
     models: list[Any] = [str(model.xml)]
     int8 = int8_sibling(model)
     if int8 is not None:
-        models.append(str(int8.xml))
+        psnr = int8_psnr_db(int8)
+        if psnr is not None and psnr < int8_floor_db:
+            print(f"tune: skipping {int8.directory.name}: PSNR vs FP32 {psnr:.1f} dB is below the "
+                  f"{int8_floor_db:.0f} dB floor (--int8-floor-db 0 sweeps it anyway)")
+        else:
+            models.append(str(int8.xml))
     streams: list[Any] = ["auto", *range(1, cores + 1)]
     threads: list[Any] = ["auto", *range(1, cores + 1)]
     return [
@@ -124,7 +140,8 @@ def run_trial(config: Config, files: list[Path], trial: Trial, *, goal: str) -> 
     return trial
 
 
-def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, progress: bool = True) -> list[Trial]:
+def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, progress: bool = True,
+          int8_floor_db: float = INT8_FLOOR_DB) -> list[Trial]:
     """Coordinate descent over ``axes`` within ``budget_s``, then a confirmation round.
 
     The first trial (the config as given) always runs. When a change won, the config as given and the
@@ -134,7 +151,7 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
     if goal not in GOALS:
         raise UserError(f"--goal: expected one of {', '.join(GOALS)}, got {goal!r}")
     model = resolve_model(config.model.path, search_dirs=config.model.dirs)
-    plan = axes(config, model, cores=os.cpu_count() or 1)
+    plan = axes(config, model, cores=os.cpu_count() or 1, int8_floor_db=int8_floor_db)
     first = Trial("as configured", baseline(config, model))
     bar = None
     if progress:

@@ -45,3 +45,20 @@ def test_int8_sibling_is_found_by_folder_name(random_ir: Path, tmp_path: Path) -
     (int8 / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
     found = int8_sibling(load_model_info(fp32))
     assert found is not None and found.directory == int8 and found.precision == "int8"
+
+
+def test_int8_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_path: Path,
+                                                   write_config: Callable[..., Path]) -> None:
+    from edge_anime.tune import axes
+
+    fp32, int8 = tmp_path / "toon", tmp_path / "toon_int8"
+    shutil.copytree(random_ir, fp32)
+    shutil.copytree(random_ir, int8)
+    manifest = yaml.safe_load((int8 / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest.update(precision="int8", quantization={"psnr_vs_fp32_db": {"min": 30.1, "mean": 30.7}})
+    (int8 / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    config = load_config(write_config())
+    models = dict(axes(config, load_model_info(fp32), cores=2))["model"]
+    assert models == [str(fp32 / "model.xml")]
+    models = dict(axes(config, load_model_info(fp32), cores=2, int8_floor_db=0.0))["model"]
+    assert models == [str(fp32 / "model.xml"), str(int8 / "model.xml")]

@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="starting config (default: bundled)")
     parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
     parser.add_argument("--max-side", type=int, default=None, metavar="N", help="image.max_side override")
+    parser.add_argument("--int8-floor-db", type=float, default=35.0, metavar="DB",
+                        help="sweep an INT8 sibling model only if its manifest's PSNR vs FP32 is at least this (35)")
     parser.add_argument("--images", type=int, default=8, metavar="N",
                         help="photos per trial, taken in name order (8): fewer trials fit a budget with more")
 
@@ -32,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")
     config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
     files = input_files(args.input_dir, config.watch.extensions)[: args.images]
-    trials = sweep(config, files, budget_s=args.budget, goal=args.goal)
+    trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db)
     summary = table(trials, goal=args.goal)
     print(summary)
     best = winner(trials)
