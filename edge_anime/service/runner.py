@@ -9,7 +9,6 @@ watchdog ping is never late.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import heapq
 import itertools
 import json
@@ -152,8 +151,7 @@ class Service:
 
         model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
         try:
-            with _compile_lock(config.device.cache_dir):
-                return model, Engine(model, config.device)
+            return model, Engine(model, config.device)
         except RuntimeError as exc:  # OpenVINO's own errors for a broken IR: the operator's to fix
             raise ModelError(f"model.path: {model.xml}: {str(exc).strip().splitlines()[0]}") from exc
 
@@ -436,26 +434,6 @@ class Service:
             self.worker.release()
             os._exit(0)
         return 0
-
-
-@contextlib.contextmanager
-def _compile_lock(cache_dir: Path | None) -> Iterator[None]:
-    """Serialise the start-up compile of workers sharing one model cache.
-
-    Measured here: three workers compiling into one cold ``device.cache_dir`` at once, one in ten starts
-    died of SIGBUS (OpenVINO maps a cache blob that another process is still writing). The first worker
-    writes the blob under this lock; the others then load it.
-    """
-    if cache_dir is None:
-        yield
-        return
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(cache_dir) / ".edge-anime-compile.lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _size(size: Any) -> str:
