@@ -38,12 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, add_name, run_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # TODO(lead): remove once every command module exists
-            if exc.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         getattr(module, add_name)(command_parser)
         command_parser.set_defaults(_run=getattr(module, run_name))
