@@ -37,14 +37,15 @@ def _features(model: Generator, x: torch.Tensor) -> torch.Tensor:
     return model.block_e(model._upsample(out, x.shape[-2:]))
 
 
-def refit_output_layer(model: Generator, pool: list, *, seed: int) -> tuple[float, float]:
-    """Fit ``model.out_layer`` in place on whole pool images of REFIT_LONG_SIDE_PX; returns L1 before, after."""
+def refit_output_layer(model: Generator, pool: list, *, seed: int,
+                       long_side_px: int = REFIT_LONG_SIDE_PX) -> tuple[float, float]:
+    """Fit ``model.out_layer`` in place on whole pool images of ``long_side_px``; returns L1 before, after."""
     rng = np.random.default_rng(seed)
     feats, goals = [], []
     model.eval()
     with torch.no_grad():
         for pair in pool:
-            if max(pair.photo.shape[:2]) != REFIT_LONG_SIDE_PX:
+            if max(pair.photo.shape[:2]) != long_side_px:
                 continue
             h, w = (s - s % 4 for s in pair.photo.shape[:2])
             f = _features(model, to_tensor(pair.photo[None, :h, :w]))[0].reshape(f_ch := model.out_layer[0].in_channels, -1)
