@@ -17,6 +17,8 @@ CHECKPOINT = TOON_DIR / "toon.pt"
 REFERENCE_KEYS = REPO_ROOT.parent / "shared" / "reference" / "animeganv2_state_dict.tsv"
 MODELS_BUDGET_BYTES = 10 * 1024 * 1024
 VERIFY_TOLERANCE_DB = 3.0  # fp16 rebuilds differ by rounding; a different model differs by tens of dB
+# Above this, IR vs torch differ by ~1/100 of a u8 level RMS; thread scheduling alone moves it by a few dB.
+SAME_IN_U8_DB = 60.0
 REBUILD_MATCH_FLOOR_DB = 45.0  # shipped vs rebuilt IR outputs, u8 PSNR
 MARGIN_OVER_FLAT_DB = 6.0  # shipped model vs its target, over a flat mean-colour picture (now ~9 dB)
 
@@ -168,7 +170,8 @@ def test_rebuilt_ir_matches_the_shipped_one(tmp_path: Path) -> None:
     for key in ("min", "mean"):
         a = shipped_manifest["verification"]["psnr_db"][key]
         b = rebuilt_manifest["verification"]["psnr_db"][key]
-        assert abs(a - b) <= VERIFY_TOLERANCE_DB, f"verification psnr_db.{key}: shipped {a}, rebuilt {b}"
+        assert abs(a - b) <= VERIFY_TOLERANCE_DB or min(a, b) >= SAME_IN_U8_DB, (
+            f"verification psnr_db.{key}: shipped {a}, rebuilt {b}")
     photo = resize_long_side(data.coffee(), 128)[:84, :128]
     core = ov.Core()
     outs = [core.compile_model(Path(d) / "model.xml", "CPU")({0: np.ascontiguousarray(photo)[None]})[0][0]
