@@ -62,15 +62,22 @@ def _check_folder(folder: Path, *, precision: str, kind: str) -> dict:
     return manifest
 
 
-def test_state_dict_fp32_manifest_is_complete(random_ir: Path, seeded_checkpoint: Path) -> None:
-    manifest = _check_folder(random_ir, precision="fp32", kind="state_dict")
+@pytest.fixture(scope="module")
+def default_sizes_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
+    """A conversion at the default verification sizes (the shared ``random_ir`` verifies at one small size)."""
+    return convert(seeded_checkpoint, name="randgen", precision="fp32",
+                   output_dir=tmp_path_factory.mktemp("default_sizes"), verify_limit=2)
+
+
+def test_state_dict_fp32_manifest_is_complete(default_sizes_ir: Path, seeded_checkpoint: Path) -> None:
+    manifest = _check_folder(default_sizes_ir, precision="fp32", kind="state_dict")
     assert manifest["source"] == {"file": seeded_checkpoint.name, "sha256": sha256_file(seeded_checkpoint),
                                   "kind": "state_dict", "layout": "NCHW"}
     assert manifest["upsample_align"] is True
     assert manifest["verification"]["sizes"] == [[256, 256], [352, 480]]
     assert manifest["verification"]["floor_db"] == 45.0 and manifest["verification"]["reference"] == "pytorch"
     assert manifest["versions"]["openvino"] and manifest["versions"]["torch"]
-    with Image.open(random_ir / "verify.png") as png:  # input | PyTorch | IR | |diff| x8, widest size 480
+    with Image.open(default_sizes_ir / "verify.png") as png:  # input | PyTorch | IR | |diff| x8, widest 480
         assert png.size[0] == 4 * 480 and png.size[1] >= 2 * 256
 
 
