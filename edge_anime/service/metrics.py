@@ -44,4 +44,5 @@ class Metrics:
         if self._server is not None:
             server, _thread = self._server
             server.shutdown()
+            server.server_close()  # shutdown() only stops the loop; this frees the listening port
             self._server = None
