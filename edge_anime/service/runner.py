@@ -30,7 +30,7 @@ from ..models import ModelInfo, resolve_model
 from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim
 from ..watch.detect import Detector
 from ..watch.folders import Folders, prepare_folders
-from ..watch.handler import Handler, Outcome, Verdict, config_hash
+from ..watch.handler import Handler, Outcome, Verdict
 from ..watch.journal import ProcessedList
 from .logs import FIELDS_ATTR, setup_logging
 from .metrics import Metrics
@@ -158,9 +158,9 @@ class Service:
     def _new_pipeline(self, config: Config) -> Any:
         from ..pipeline import Pipeline
 
-        limit = config.pipeline.max_in_flight
-        self._limit = int(limit) if limit != "auto" else 2 * int(self.engine.num_requests)
-        return Pipeline(self.engine, config, on_done=self._results.put)
+        pipeline = Pipeline(self.engine, config, on_done=self._results.put)
+        self._limit = pipeline.max_in_flight  # the pipeline resolves "auto"; one rule, one place
+        return pipeline
 
     def _new_detector(self, config: Config) -> Detector:
         skip = None
@@ -324,7 +324,7 @@ class Service:
         self.metrics.in_flight.set(self.counts.in_flight)
         status = Status(state=self._state, worker_id=self.worker.worker_id, model=self.model.name,
                         detector=self.detector.mode, config=str(self.config_path),
-                        config_hash=config_hash(self.config), counts=self.counts, last=self._last,
+                        config_hash=self.handler.config_hash, counts=self.counts, last=self._last,
                         started=self._started)
         try:
             write_status(self.config.status_file(), status)
