@@ -37,6 +37,7 @@ from .config import Config
 from .engine import Engine
 from .errors import InputError, TransientError
 from .fsutil import TRANSIENT_ERRNOS, write_atomic
+from .imaging.encoder import FORMAT_BY_EXT
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 # compile: a static shape compiled (or loaded from the model cache) for this job's size;
 # wait: time the decoded image waited for a free inference request.
 STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "encode", "write")
-# Formats the encoder writes, by output suffix; "jpeg" is spelled "jpg" for imaging.encode.
-SUFFIX_FORMATS = {"jpg": "jpg", "jpeg": "jpg", "png": "png", "webp": "webp"}
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,6 @@ class _Work:
     job: Job
     submitted: float
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-    decoded: Any = None  # imaging.Decoded after plan
     planned: Any = None
     stylized: np.ndarray | None = None
     in_size: tuple[int, int] | None = None
@@ -175,12 +173,12 @@ class Pipeline:
     def _read_decode_plan(self, work: _Work) -> None:
         cfg = self.config
         start = time.perf_counter()
-        _read_whole(work.job.src)  # timed apart so the I/O layer shows; decode then reads the page cache
+        data = _read_whole(work.job.src)  # timed apart so the I/O layer shows; decode parses these bytes
         decoded_at = time.perf_counter()
-        decoded = imaging.decode(work.job.src, cfg.image)
+        decoded = imaging.decode(work.job.src, cfg.image, data=data)
+        del data
         planned_at = time.perf_counter()
         work.in_size = decoded.original_size
-        work.decoded = decoded
         work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple)
         done = time.perf_counter()
         work.timings["read"] = decoded_at - start
@@ -250,9 +248,6 @@ class Pipeline:
             work.stylized = np.array(request.get_output_tensor(0).data[0], copy=True)
             future = self._encoders.submit(self._encode_stage, work)
             future.add_done_callback(lambda f, w=work: self._cancelled(f, w, "encode"))
-        except RuntimeError as exc:
-            self._finish(work, TransientError(f"{work.job.src}: pipeline closed before encoding", stage="encode")
-                         if "shutdown" in str(exc) else exc)
         except BaseException as exc:  # noqa: BLE001
             self._finish(work, exc)
         finally:
@@ -268,7 +263,8 @@ class Pipeline:
             start = time.perf_counter()
             assert work.stylized is not None
             image = imaging.finish(work.stylized, work.planned, cfg.image)
-            ext = SUFFIX_FORMATS.get(work.job.dst.suffix.lstrip(".").lower(), "jpg")
+            suffix = work.job.dst.suffix.lstrip(".").lower()
+            ext = suffix if suffix in FORMAT_BY_EXT else "jpg"
             data = imaging.encode(image, work.planned, cfg.output, ext=ext)
             encoded_at = time.perf_counter()
             work.out_size = image.size
@@ -291,7 +287,7 @@ class Pipeline:
         out_size = work.out_size if error is None else None
         result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
                            out_size=out_size)
-        work.decoded = work.planned = work.stylized = None
+        work.planned = work.stylized = None
         try:
             self._on_done(result)
         except Exception:  # noqa: BLE001 - a caller's bug must not take the pipeline's threads down
@@ -303,11 +299,12 @@ class Pipeline:
             self._slots.release()
 
 
-def _read_whole(path: Path) -> int:
-    """Read the file once (timed as the ``read`` stage); missing or unreadable inputs are InputErrors."""
+def _read_whole(path: Path) -> bytes:
+    """Read the file once (timed as the ``read`` stage) for decode to parse; missing or unreadable inputs
+    are InputErrors."""
     try:
         with open(path, "rb") as fh:
-            return len(fh.read())
+            return fh.read()
     except OSError as exc:
         if exc.errno in TRANSIENT_ERRNOS:
             raise TransientError(f"{path}: {exc.strerror}", stage="read") from exc

@@ -309,3 +309,20 @@ def test_damaged_files_give_a_picture_or_an_input_error(tmp_path: Path) -> None:
             assert str(path) in str(exc)
             outcomes["refused"] += 1
     assert outcomes["ok"] > 0 and outcomes["refused"] > 0
+
+
+def test_decode_from_bytes_read_once(make_photo: Callable[..., Path], tmp_path: Path) -> None:
+    """The pipeline hands decode the bytes it already read: the same pixels, no second open of the file,
+    and errors still name the file."""
+    path = make_photo("once.png", 48, 32)
+    data = path.read_bytes()
+    from_file = decode(path, KEEP)
+    path.unlink()  # decode must not need the file again
+    from_bytes = decode(path, KEEP, data=data)
+    assert np.array_equal(from_bytes.rgb, from_file.rgb) and from_bytes.path == path
+    with pytest.raises(InputError) as info:
+        decode(tmp_path / "empty.jpg", KEEP, data=b"")
+    assert str(tmp_path / "empty.jpg") in str(info.value) and "empty file" in str(info.value)
+    with pytest.raises(InputError) as info:
+        decode(tmp_path / "cut.png", KEEP, data=data[: len(data) // 2])
+    assert str(tmp_path / "cut.png") in str(info.value)

@@ -9,8 +9,10 @@ inference several times cheaper; the image is still decoded at no less than twic
 """
 from __future__ import annotations
 
+import io
 import math
 import struct
+import threading
 import warnings
 from pathlib import Path
 
@@ -42,20 +44,28 @@ EXIF_ORIENTATION_TAG = 0x0112
 _CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
 
 
+_limits_lock = threading.Lock()
+_synced_max_pixels: int | None = None  # the max_pixels Pillow's globals were last set for
+
+
 def _sync_pillow_limits(max_pixels: int) -> None:
     """Make Pillow's own bomb check enforce ``image.max_pixels`` too, and make its warning an error.
 
     Pillow warns above ``MAX_IMAGE_PIXELS`` and raises above twice that; some plugins check again while
     loading frames. Setting the limit to ours turns every one of those checks into the same policy. Both
-    are process-wide settings: every decode in a process uses one config, so they never disagree. The
-    filter is re-added when missing because test runners and ``catch_warnings`` reset the filter list.
+    are process-wide settings, so they are changed once per ``max_pixels`` value (under a lock), not on
+    every decode from every decode thread. Where a test runner has since reset the warning filters, the
+    explicit size check in ``decode`` still refuses the file before any pixel is decoded.
     """
-    if Image.MAX_IMAGE_PIXELS != max_pixels:
-        Image.MAX_IMAGE_PIXELS = max_pixels
-    for action, _msg, category, _module, _line in warnings.filters:
-        if category is Image.DecompressionBombWarning and action == "error":
+    global _synced_max_pixels
+    if _synced_max_pixels == max_pixels:
+        return
+    with _limits_lock:
+        if _synced_max_pixels == max_pixels:
             return
-    warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+        Image.MAX_IMAGE_PIXELS = max_pixels
+        warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+        _synced_max_pixels = max_pixels
 
 
 def _orientation(im: Image.Image) -> int:
@@ -102,7 +112,7 @@ def _draft(im: Image.Image, original: tuple[int, int], orientation: int, cfg: Im
         im.draft(im.mode, request)
 
 
-def _open_error(path: Path, exc: BaseException, cfg: ImageSection) -> Exception:
+def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: bytes | None = None) -> Exception:
     """Map whatever opening or decoding raised to the error taxonomy, with a reason an operator reads."""
     label = str(path)
     if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
@@ -116,7 +126,7 @@ def _open_error(path: Path, exc: BaseException, cfg: ImageSection) -> Exception:
         return InputError(f"{label}: permission denied", stage="decode")
     if isinstance(exc, UnidentifiedImageError):
         try:
-            empty = path.stat().st_size == 0
+            empty = (len(data) if data is not None else path.stat().st_size) == 0
         except OSError:
             empty = False
         reason = "empty file (0 bytes)" if empty else f"not a {SUPPORTED_TEXT} image"
@@ -128,13 +138,17 @@ def _open_error(path: Path, exc: BaseException, cfg: ImageSection) -> Exception:
     return InputError(f"{label}: corrupt or truncated image data ({type(exc).__name__}: {exc})", stage="decode")
 
 
-def decode(path: Path, cfg: ImageSection) -> Decoded:
+def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decoded:
     """Read ``path`` into RGB u8 (+ alpha) with EXIF orientation applied; ``InputError(stage="decode")``
-    for anything that is not a usable picture, before allocating pixels when the header already says so."""
+    for anything that is not a usable picture, before allocating pixels when the header already says so.
+
+    ``data``: the file's bytes when the caller has already read them (the pipeline times the read on its
+    own), so the file is not read twice; ``path`` still names the file in every error."""
     path = Path(path)
     _sync_pillow_limits(cfg.max_pixels)
+    source = io.BytesIO(data) if data is not None else path
     try:
-        with Image.open(path, formats=ALLOWED_FORMATS) as im:
+        with Image.open(source, formats=ALLOWED_FORMATS) as im:
             width, height = im.size
             if width * height > cfg.max_pixels:  # Pillow's check covers this; kept for a plain reason
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
@@ -151,7 +165,7 @@ def decode(path: Path, cfg: ImageSection) -> Decoded:
     except (InputError, TransientError):
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *_CORRUPT_ERRORS) as exc:
-        raise _open_error(path, exc, cfg) from exc
+        raise _open_error(path, exc, cfg, data=data) from exc
     rgb = np.ascontiguousarray(np.asarray(rgb_image))
     alpha = np.ascontiguousarray(np.asarray(alpha_image)) if alpha_image is not None else None
     return Decoded(rgb=rgb, alpha=alpha, source_format=source_format, original_size=original, exif=exif,
