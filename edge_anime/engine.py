@@ -189,7 +189,8 @@ class Engine:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-            # Compiling under the lock keeps one compile per size; sizes arrive one photo at a time anyway.
+            # Compiling under the lock keeps one compile per size, but a cached size asked for meanwhile (another
+            # decode thread) waits behind this compile too.
             compiled = self._compile(self._static_model(*key))
             self._cache[key] = compiled
             while len(self._cache) > self.device.shape_cache_size or (
@@ -233,7 +234,10 @@ class Engine:
             entry = self._sync_requests.get(id(compiled))
             if entry is None:
                 entry = (compiled, compiled.create_infer_request(), threading.Lock())
-                self._sync_requests[id(compiled)] = entry
+                # Kept only while the cache holds the model: eviction pops it under this lock, and an entry
+                # added after that would keep the evicted model alive (this call still uses it once).
+                if compiled is self._dynamic or any(c is compiled for c in self._cache.values()):
+                    self._sync_requests[id(compiled)] = entry
         _, request, request_lock = entry
         with request_lock:
             request.infer({0: np.ascontiguousarray(rgb)[None]}, share_inputs=True)
