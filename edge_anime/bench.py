@@ -25,6 +25,7 @@ import psutil
 from .config import Config
 from .engine import Engine
 from .errors import UserError
+from .imaging import output_extension
 from .models import resolve_model
 from .pipeline import STAGES, Job, JobResult, run_jobs
 
@@ -77,8 +78,8 @@ def with_overrides(config: Config, *, model: str | None = None, max_side: int | 
 
 def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path) -> PassFigures:
     """Run every file through a fresh pipeline once, writing real outputs into ``out_dir``."""
-    ext = "png" if config.output.format == "png" else "webp" if config.output.format == "webp" else "jpg"
-    jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{ext}") for i, f in enumerate(files)]
+    jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{output_extension(config.output, f)}")
+            for i, f in enumerate(files)]
     proc = psutil.Process()
     psutil.cpu_percent(None)  # start the machine-wide interval
     before = proc.cpu_times()
