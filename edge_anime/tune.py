@@ -10,8 +10,10 @@ same files: real decode, inference, encode and write.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ import yaml
 from .bench import measure
 from .config import Config, effective_yaml, load_config
 from .errors import EdgeAnimeError, UserError
+from .fsutil import write_atomic
 from .models import MANIFEST_NAME, ModelInfo, load_model_info, resolve_model
 
 log = logging.getLogger(__name__)
@@ -164,7 +167,7 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
     _tick(bar, first)
     try:
         for axis, value in _points(plan, lambda: best):
-            estimate = statistics_mean([t.seconds for t in trials])
+            estimate = statistics.fmean([t.seconds for t in trials])
             if time.perf_counter() - started + 3 * estimate > budget_s:  # room for one trial + the confirmation
                 log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
                 break
@@ -198,16 +201,12 @@ def _confirm(config: Config, files: list[Path], first: Trial, best: Trial, *, go
     _tick(bar, again_best)
     again_first = run_trial(config, files, Trial("confirm: as configured", dict(first.settings)), goal=goal)
     _tick(bar, again_first)
-    best_mean = statistics_mean([best.score(goal), again_best.score(goal)])
-    first_mean = statistics_mean([first.score(goal), again_first.score(goal)])
+    best_mean = statistics.fmean([best.score(goal), again_best.score(goal)])
+    first_mean = statistics.fmean([first.score(goal), again_first.score(goal)])
     winner_trial = again_best if best_mean > first_mean * (1 + NOISE_MARGIN) else again_first
     winner_trial.kept = True
     winner_trial.extra["mean_score"] = max(best_mean, first_mean)
     return [again_best, again_first]
-
-
-def statistics_mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
 
 
 def _short(value: Any) -> str:
@@ -263,9 +262,7 @@ def write_config(config: Config, best: Trial, path: Path, *, goal: str, summary:
               *[f"# {line}" for line in summary.splitlines()], ""]
     text = "\n".join(header) + effective_yaml(chosen)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text.encode("utf-8"))
     return load_config(path)
 
 
@@ -288,9 +285,11 @@ def chart(trials: list[Trial], path: Path, *, goal: str) -> bool:
     ax.set_xlabel("images/s (higher is better)" if goal == "throughput" else "p50 latency s (lower is better)")
     ax.set_title(f"edge-anime tune: {goal}; orange = kept")
     fig.tight_layout()
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=100)
+    finally:
+        plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    write_atomic(path, buffer.getvalue())
     return True
