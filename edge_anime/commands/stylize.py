@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InputError, TransientError
 from ..fsutil import is_temp_name
+from ..watch.folders import MAX_SUFFIX, suffixed
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..models import ModelInfo
     from ..pipeline import Job, JobResult
-
-MAX_NAME_SUFFIX = 10_000  # "-1" ... before giving up on a free output name
-
 
 @dataclass(frozen=True)
 class Source:
@@ -96,15 +94,6 @@ def collect_sources(inputs: Sequence[str], *, recursive: bool,
     return list(unique.values()), problems
 
 
-def suffixed(name: str, n: int) -> str:
-    """``a_toon.jpg`` -> ``a_toon-2.jpg``: the n-th alternative when a name is taken (n = 0: the name).
-    The same rule as the watch folder's outbox, so both spell clashes alike."""
-    if n == 0:
-        return name
-    stem, dot, ext = name.rpartition(".")
-    return f"{stem}-{n}.{ext}" if dot and stem else f"{name}-{n}"
-
-
 def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path]) -> Path:
     """The first free output path for ``source``: not on disk and not given to an earlier input."""
     from ..imaging import output_extension
@@ -112,7 +101,7 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
     template = config.output.name_template
     ext = output_extension(config.output, source.path)
     folder = out_dir / source.subdir
-    for n in range(MAX_NAME_SUFFIX):
+    for n in range(MAX_SUFFIX):  # the watch folder's outbox rule, so both spell clashes alike
         name = template.format(stem=source.path.stem, style=style, ext=ext, name=source.path.name, n=n)
         candidate = folder / (name if "{n}" in template else suffixed(name, n))
         if candidate not in taken and not os.path.lexists(candidate):
