@@ -1,6 +1,7 @@
 """Detection: which inbox files are offered, and when. Real files, real inotify, real polling."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -12,6 +13,7 @@ import pytest
 
 from edge_anime.config import WatchSection
 from edge_anime.watch.detect import (
+    CREATED_SETTLE_SECONDS,
     MAX_TRACKED_FILES,
     READY_QUEUE_SIZE,
     Detector,
@@ -150,3 +152,30 @@ def test_inotify_takes_links_that_never_get_a_close_write(inbox: Path, tmp_path:
     os.link(original, inbox / "hard.jpg")
     os.symlink("/etc/passwd", inbox / "soft.jpg")
     assert sorted(_collect(det, 2, deadline_s=10)) == ["hard.jpg", "soft.jpg"]
+
+
+def test_rescan_before_the_create_event_still_waits_for_close_write(inbox: Path) -> None:
+    """A rescan that tracks a half-written file first must not let it go after settle_seconds."""
+    now = [0.0]
+    det = Detector(inbox, _watch(settle_seconds=0.3), clock=lambda: now[0])  # not started: tick by hand
+    with open(inbox / "slow.jpg", "wb") as fh:  # open, like a slow writer that pauses
+        fh.write(b"x" * 100)
+        fh.flush()
+        det.tick()             # the rescan finds it first
+        det.on_created("slow.jpg")
+        now[0] += 5.0          # far past settle_seconds, the writer paused
+        det.tick()
+        det.tick()
+        assert det.get(timeout=0) is None
+    now[0] += CREATED_SETTLE_SECONDS + 1.0  # the last resort for a lost close-write still applies
+    det.tick()
+    assert det.get(timeout=0) == "slow.jpg"
+
+
+def test_stop_removes_the_overflow_hook_from_watchdogs_logger(detector_factory: object) -> None:
+    watchdog_log = logging.getLogger("watchdog.observers.inotify_c")
+    before = list(watchdog_log.handlers)
+    det = detector_factory(detector="inotify")  # type: ignore[operator]
+    assert len(watchdog_log.handlers) == len(before) + 1
+    det.stop()
+    assert watchdog_log.handlers == before

@@ -38,6 +38,7 @@ from ..errors import ConfigError
 from ..fsutil import is_temp_name
 
 log = logging.getLogger("edge_anime.watch")
+_OVERFLOW_LOGGER = logging.getLogger("watchdog.observers.inotify_c")  # where watchdog reports an overflow
 
 READY_QUEUE_SIZE = 64          # names offered and not yet taken
 MAX_TRACKED_FILES = 1024       # files watched for settling at once
@@ -140,6 +141,7 @@ class Detector:
         self._last_rescan = 0.0
         self._thread: threading.Thread | None = None
         self._observer: object | None = None
+        self._overflow_hook: logging.Handler | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -157,6 +159,9 @@ class Detector:
             self._observer.join(timeout=5)  # type: ignore[attr-defined]
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._overflow_hook is not None:  # the logger is global: a reload's old detector must leave it
+            _OVERFLOW_LOGGER.removeHandler(self._overflow_hook)
+            self._overflow_hook = None
 
     def request_rescan(self) -> None:
         self._rescan_requested = True
@@ -207,7 +212,8 @@ class Detector:
             log.warning("%s: falling back to polling", reason)
             self.mode = "polling"
             return
-        _watch_overflow(self)
+        self._overflow_hook = _OverflowHook(self)
+        _OVERFLOW_LOGGER.addHandler(self._overflow_hook)
         self._observer = observer
 
     # --- the loop -----------------------------------------------------------------------------------
@@ -251,8 +257,16 @@ class Detector:
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:
         with self._lock:
-            if rel in self._offered or rel in self._tracked:
+            if rel in self._offered:
                 return
+        known = self._tracked.get(rel)
+        if known is not None:
+            # A rescan saw it before its create event was handled: it is still being written, so it too
+            # waits for its close-write, not just settle_seconds of a slow writer's pause.
+            sig, since, settle_s = known
+            if created and settle_s < CREATED_SETTLE_SECONDS and self._may_be_open_for_writing(rel):
+                self._tracked[rel] = (sig, since, CREATED_SETTLE_SECONDS)
+            return
         sig = self._signature(rel)
         if sig is None:
             return
@@ -372,6 +386,3 @@ class _OverflowHook(logging.Handler):
         if "overflow" in record.getMessage().lower():
             self.detector.request_rescan()
 
-
-def _watch_overflow(detector: Detector) -> None:
-    logging.getLogger("watchdog.observers.inotify_c").addHandler(_OverflowHook(detector))
