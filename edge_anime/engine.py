@@ -146,6 +146,8 @@ class Engine:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[int, int], ov.CompiledModel] = OrderedDict()
         self._sync_requests: dict[int, tuple[ov.CompiledModel, ov.InferRequest, threading.Lock]] = {}
+        self._compiling: dict[tuple[int, int], threading.Event] = {}  # sizes being compiled, set when done
+        self._model_lock = threading.Lock()
         self._dynamic: ov.CompiledModel | None = None
         self.compiles = 0  # how many compile_model calls this engine made (tests and bench read it)
         probe = self._probe()
@@ -163,7 +165,8 @@ class Engine:
                 f"device: the CPU plugin refused the model or a property {sorted(self.properties)}: "
                 f"{_first_line(exc)}"
             ) from exc
-        self.compiles += 1
+        with self._lock:
+            self.compiles += 1
         return compiled
 
     def _probe(self) -> ov.CompiledModel:
@@ -175,7 +178,8 @@ class Engine:
         return self._compile(self._static_model(side, side))
 
     def _static_model(self, height: int, width: int) -> ov.Model:
-        static = self._model.clone()
+        with self._model_lock:  # compiles of different sizes run at once; one clone of the source at a time
+            static = self._model.clone()
         static.reshape({static.input(0): ov.PartialShape([1, height, width, 3])})
         return static
 
@@ -184,21 +188,35 @@ class Engine:
         if self._dynamic is not None:
             return self._dynamic
         key = (int(height), int(width))
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-            # Compiling under the lock keeps one compile per size, but a cached size asked for meanwhile (another
-            # decode thread) waits behind this compile too.
+        while True:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    return hit
+                pending = self._compiling.get(key)
+                if pending is None:
+                    pending = self._compiling[key] = threading.Event()
+                    break
+            # Another thread compiles this size: wait for it, then look again (its compile may have failed,
+            # or the size been evicted already; then this thread compiles it).
+            pending.wait()
+        # Compiled outside self._lock (one compile per size through the event above), so a decode thread whose
+        # size is cached never waits behind another size's compile or the cross-process cache flock.
+        try:
             compiled = self._compile(self._static_model(*key))
-            self._cache[key] = compiled
-            while len(self._cache) > self.device.shape_cache_size or (
-                    len(self._cache) > 1 and self.cache_mb() > self.device.shape_cache_mb):
-                evicted, old = self._cache.popitem(last=False)
-                self._sync_requests.pop(id(old), None)
-                log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
-            return compiled
+            with self._lock:
+                self._cache[key] = compiled
+                while len(self._cache) > self.device.shape_cache_size or (
+                        len(self._cache) > 1 and self.cache_mb() > self.device.shape_cache_mb):
+                    evicted, old = self._cache.popitem(last=False)
+                    self._sync_requests.pop(id(old), None)
+                    log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
+        finally:
+            with self._lock:
+                del self._compiling[key]
+            pending.set()
+        return compiled
 
     def cache_mb(self) -> float:
         """Estimated inference memory of the static shapes held: each stream of each shape has its own.

@@ -129,3 +129,49 @@ def test_shape_cache_also_bounded_by_memory(model: ModelInfo, tmp_path: Path) ->
     roomy.compiled(64, 64)
     roomy.compiled(64, 96)
     assert roomy.cached_shapes() == [(64, 64), (64, 96)] and roomy.cache_mb() < 4096
+
+
+def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, tmp_path: Path) -> None:
+    """A decode thread whose size is cached gets its model while another size compiles: the test holds the
+    cross-process compile flock, so the new size's compile is stuck until the cached lookup has returned."""
+    import threading
+    import time
+
+    from edge_anime.engine import cache_lock
+
+    device = _device(tmp_path, shape_cache_size=4)
+    engine = Engine(model, device)
+    cached = engine.compiled(32, 32)
+    got: dict[str, Any] = {}
+    with cache_lock(device.cache_dir):
+        compiling = threading.Thread(target=lambda: got.update(new=engine.compiled(48, 48)), daemon=True)
+        compiling.start()
+        deadline = time.monotonic() + 30.0
+        while (48, 48) not in engine._compiling and time.monotonic() < deadline:
+            time.sleep(0.01)  # a poll with a deadline: the compile thread has no event to expose
+        assert (48, 48) in engine._compiling
+        lookup = threading.Thread(target=lambda: got.update(hit=engine.compiled(32, 32)), daemon=True)
+        lookup.start()
+        lookup.join(timeout=30.0)
+        assert got.get("hit") is cached and "new" not in got
+    compiling.join(timeout=60.0)
+    assert got["new"] is engine.compiled(48, 48) and not engine._compiling
+
+
+def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, tmp_path: Path) -> None:
+    import threading
+
+    from edge_anime.engine import cache_lock
+
+    device = _device(tmp_path, shape_cache_size=4)
+    engine = Engine(model, device)
+    start = engine.compiles
+    got: list[Any] = []
+    with cache_lock(device.cache_dir):  # both threads ask before the first compile can finish
+        threads = [threading.Thread(target=lambda: got.append(engine.compiled(40, 40)), daemon=True)
+                   for _ in range(2)]
+        for thread in threads:
+            thread.start()
+    for thread in threads:
+        thread.join(timeout=60.0)
+    assert len(got) == 2 and got[0] is got[1] and engine.compiles == start + 1
