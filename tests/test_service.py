@@ -565,3 +565,23 @@ def test_transient_write_failure_is_retried_with_the_input_kept(
                timeout_s=WORK_DEADLINE_S, what="the retried output", proc=svc.proc, log=svc.log)
     assert svc.stop() == 0
     assert visible(svc.root / "failed") == []
+
+
+@pytest.mark.slow
+def test_unusable_outbox_backs_off_and_ends_in_failed_after_max_attempts(
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
+    """An OSError before the job (no outbox) counts as an attempt, so it cannot retry forever."""
+    svc = Service(config({"watch": {"retry": {"initial_seconds": 0.1, "max_seconds": 0.4, "max_attempts": 3}}}),
+                  tmp_path / "service.log")
+    services.append(svc)
+    svc.wait_ready()
+    outbox = svc.root / "outbox"
+    outbox.rmdir()
+    outbox.write_text("not a folder: every output name is unusable")
+    make_photo("r.jpg", 64, 64, folder=svc.root / "inbox")
+    failed = svc.root / "failed"
+    wait_until(lambda: (failed / "r.jpg").exists() and not claims_left(svc.root / "work"), timeout_s=WORK_DEADLINE_S,
+               what="the input set aside after max_attempts", proc=svc.proc, log=svc.log)
+    report = json.loads((failed / "r.jpg.error.json").read_text())
+    assert report["attempts"] == 3 and "gave up after 3 attempts" in report["reason"]
+    assert svc.stop() == 0

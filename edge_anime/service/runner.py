@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_config
-from ..errors import ConfigError, ModelError, UserError
+from ..errors import ConfigError, ModelError, TransientError, UserError
 from ..models import ModelInfo, resolve_model
 from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim
 from ..watch.detect import Detector
@@ -181,9 +181,9 @@ class Service:
         self.counts.recovered += 1
         try:
             decision = self.handler.recover(claim)
-        except OSError as exc:
-            log.error("recovery of %s failed: %s; it stays in %s", json.dumps(claim.rel), exc, claim.folder)
-            return
+        except OSError as exc:  # nothing else ever looks at this worker's work/: retry it, with backoff
+            log.error("recovery of %s failed: %s; retrying later", json.dumps(claim.rel), exc)
+            decision = self._transient(claim, exc, stage="recover")
         if isinstance(decision, Verdict):
             self._account(claim, decision, result=None)
         else:
@@ -232,8 +232,7 @@ class Service:
         try:
             decision = self.handler.recover(claim) if claim.dst is not None else self.handler.prepare(claim)
         except OSError as exc:  # the outbox or done/ unusable for now: keep the claim, try again later
-            decision = Verdict(Outcome.RETRY, reason=str(exc), stage="prepare",
-                               delay_s=self.config.watch.retry.initial_seconds)
+            decision = self._transient(claim, exc, stage="prepare")
         if isinstance(decision, Verdict):
             self._account(claim, decision, result=None)
             return
@@ -259,9 +258,17 @@ class Service:
             verdict = self.handler.finish(claim, result.error)
         except OSError as exc:
             log.error("commit of %s failed: %s; retrying later", json.dumps(claim.rel), exc)
-            verdict = Verdict(Outcome.RETRY, reason=str(exc), stage="commit",
-                              delay_s=self.config.watch.retry.initial_seconds)
+            verdict = self._transient(claim, exc, stage="commit")
         self._account(claim, verdict, result=result)
+
+    def _transient(self, claim: Claim, exc: OSError, *, stage: str) -> Verdict:
+        """An OSError around a job takes the handler's transient path: it counts as an attempt, backs off,
+        and ends in failed/ after watch.retry.max_attempts, so an unusable outbox never retries forever."""
+        try:
+            return self.handler.finish(claim, TransientError(str(exc), stage=stage))
+        except OSError as again:  # work/ or failed/ unusable too: keep the claim, wait the longest
+            return Verdict(Outcome.RETRY, reason=str(again), stage=stage,
+                           delay_s=self.config.watch.retry.max_seconds)
 
     def _account(self, claim: Claim, verdict: Verdict, *, result: Any) -> None:
         """Counters, metrics and the one log line per image."""
