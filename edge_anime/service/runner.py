@@ -376,14 +376,15 @@ class Service:
         pipeline_changed = engine_changed or any(getattr(new, s) != getattr(old, s)
                                                  for s in ("image", "output", "pipeline"))
         model, engine = (self.model, self.engine)
-        if engine_changed:
-            model, engine = self._load_engine(new)
         if pipeline_changed:
             if not self._wait_in_flight(new.service.drain_timeout_seconds):
                 log.warning("reload: jobs still in flight after %.0f s; will try again",
                             new.service.drain_timeout_seconds)
                 self._reload_requested = True
                 return
+            if engine_changed:  # after the drain: a drain timeout must not throw a compiled engine away
+                with self._startup_watchdog():  # the loop cannot ping systemd during a compile
+                    model, engine = self._load_engine(new)
             self.pipeline.close()
             self.model, self.engine = model, engine
             self.pipeline = self._new_pipeline(new)
