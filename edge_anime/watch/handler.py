@@ -160,6 +160,11 @@ class Handler:
     def recover(self, claim: Claim) -> Path | Verdict:
         """Finish a claim found at start the way it would have ended without the crash."""
         if not os.path.lexists(claim.path):
+            if claim.failure is not None and claim.failure.get("name"):  # moved to failed/, report not yet
+                head, _name = _split(claim.rel)
+                target = (self.folders.failed / head if head else self.folders.failed) / claim.failure["name"]
+                if os.path.lexists(target) and not os.path.lexists(str(target) + ERROR_SUFFIX):
+                    self._write_report(claim, target)
             self._drop(claim)  # its input was already committed; only the record was left
             return Verdict(Outcome.RETURNED, reason="already committed")
         if claim.failure is not None:
@@ -197,27 +202,29 @@ class Handler:
         return True
 
     def _fail(self, claim: Claim, reason: str, *, stage: str) -> Verdict:
-        """Input to failed/NAME with failed/NAME.error.json, the reason recorded in the claim first."""
+        """Input to failed/NAME first (no-replace, the first free suffix), then NAME.error.json named after
+        where it landed: two workers failing one name never overwrite or delete each other's report."""
         head, name = _split(claim.rel)
         folder = self.folders.failed / head if head else self.folders.failed
         folder.mkdir(parents=True, exist_ok=True)
         if claim.failure is None:
-            claim.failure = {"reason": reason, "stage": stage, "time": _now_iso(),
-                             "name": self._free_failed_name(folder, name, 0)}
-            save_record(claim)
+            claim.failure = {"reason": reason, "stage": stage, "time": _now_iso()}
         while True:
+            claim.failure["name"] = self._free_failed_name(folder, name, 0)
+            save_record(claim)  # recovery knows where the input went if we crash before the report
             target = folder / claim.failure["name"]
-            report = self._error_report(claim)
-            write_atomic(folder / (target.name + ERROR_SUFFIX), json.dumps(report, indent=2).encode())
             try:
                 rename_noreplace(claim.path, target)
                 break
-            except FileExistsError:  # another worker failed a file of this name just now
-                os.unlink(folder / (target.name + ERROR_SUFFIX))
-                claim.failure["name"] = self._free_failed_name(folder, name, 1)
-                save_record(claim)
+            except FileExistsError:  # another worker failed a file of this name just now: next free one
+                continue
+        self._write_report(claim, target)
         self._drop(claim)
         return Verdict(Outcome.FAILED, where=target, reason=claim.failure["reason"], stage=claim.failure["stage"])
+
+    def _write_report(self, claim: Claim, target: Path) -> None:
+        report = self._error_report(claim)
+        write_atomic(target.with_name(target.name + ERROR_SUFFIX), json.dumps(report, indent=2).encode())
 
     @staticmethod
     def _free_failed_name(folder: Path, name: str, start: int) -> str:
