@@ -21,6 +21,7 @@ from edge_anime.watch.claim import (
     remove_stale_temps,
     reserve_name,
     save_record,
+    sweep_names,
 )
 from edge_anime.watch.folders import (
     Folders,
@@ -156,3 +157,22 @@ def test_stale_temps_of_a_reserved_name_are_removed(tmp_path: Path) -> None:
     other.write_bytes(b"someone else's")
     assert remove_stale_temps(dst) == 1
     assert not stale.exists() and other.exists()
+
+
+def test_sweep_releases_only_reservations_whose_claim_is_gone(tmp_path: Path) -> None:
+    """A crash between reserving and saving the record must not cost that output name forever."""
+    folders = _folders(tmp_path)
+    prepare_folders(folders)
+    (folders.inbox / "a.jpg").write_bytes(b"data")
+    worker = WorkerDir(folders.work, "one")
+    worker.acquire()
+    try:
+        claim = worker.claim("a.jpg", folders.inbox)
+        assert claim is not None
+        assert reserve_name(folders.work, "a_toon.jpg", claim.token)   # a live claim's name
+        assert reserve_name(folders.work, "b_toon.jpg", "crashed-token")  # no claim folder points here
+        assert sweep_names(folders.work) == 1
+        assert not reserve_name(folders.work, "a_toon.jpg", "other")  # still held by the live claim
+        assert reserve_name(folders.work, "b_toon.jpg", "other")      # free again
+    finally:
+        worker.release()

@@ -27,7 +27,7 @@ from typing import Any
 from ..config import Config, load_config
 from ..errors import ConfigError, ModelError, TransientError, UserError
 from ..models import ModelInfo, resolve_model
-from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim
+from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim, sweep_names
 from ..watch.detect import Detector
 from ..watch.folders import Folders, prepare_folders
 from ..watch.handler import Handler, Outcome, Verdict
@@ -171,6 +171,9 @@ class Service:
 
     def _recover_at_start(self) -> None:
         adopted = adopt_orphans(self.worker)
+        swept = sweep_names(self.folders.work)
+        if swept:
+            log.info("recovery: released %d output name reservation(s) no claim held", swept)
         claims = list(self.worker.claims())
         if claims:
             log.info("recovery: %d claim(s) left in work/ (%d from dead workers)", len(claims), len(adopted))

@@ -251,6 +251,49 @@ def reserve_name(work: Path, key: str, token: str) -> bool:
     return True
 
 
+def _claim_tokens(work: Path) -> set[str]:
+    tokens: set[str] = set()
+    for worker in os.scandir(work):
+        if worker.name.startswith(".") or not worker.is_dir(follow_symlinks=False):
+            continue
+        try:
+            tokens.update(t.name for t in os.scandir(worker.path) if not t.name.startswith("."))
+        except OSError:
+            continue  # a dead worker's folder removed by an adoption meanwhile
+    return tokens
+
+
+def sweep_names(work: Path) -> int:
+    """Remove reservations whose claim folder is gone (a crash between reserving and saving the record),
+    else that output name would take a -1 suffix forever. Safe against live workers: a claim folder exists
+    before its name is reserved; a reservation missing from two scans (an adoption moves folders between
+    workers) has no claim. Returns how many were removed."""
+    try:
+        entries = list(os.scandir(_names_dir(work)))
+    except FileNotFoundError:
+        return 0
+    owners: dict[str, str] = {}
+    for entry in entries:
+        try:
+            owners[entry.path] = Path(entry.path).read_text(encoding="utf-8")
+        except OSError:
+            continue
+    first = _claim_tokens(work)
+    suspects = [path for path, token in owners.items() if token not in first]
+    if not suspects:
+        return 0
+    second = _claim_tokens(work)
+    removed = 0
+    for path in suspects:
+        if owners[path] not in second:
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
 def release_name(work: Path, key: str | None, token: str) -> None:
     """Drop reservation ``key`` if claim ``token`` holds it."""
     if key is None:
