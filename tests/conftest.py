@@ -6,6 +6,8 @@ folder when they need to damage it.
 from __future__ import annotations
 
 import hashlib
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,3 +104,8 @@ def write_config(tmp_path: Path, random_ir: Path) -> Callable[..., Path]:
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def png_chunk(tag: bytes, data: bytes) -> bytes:
+    """One PNG chunk (length, tag, data, CRC), for writing bombs and damaged PNGs byte by byte."""
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))

@@ -13,20 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO_ROOT, png_chunk, synthetic_photo
 from PIL import Image, ImageCms, ImageOps
 
 from edge_anime.config import ImageSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import decode, plan
 
-from conftest import REPO_ROOT, synthetic_photo
-
 KEEP = ImageSection(resize="keep")
 BOMB_SIDE_PX = 20000
-
-
-def png_chunk(tag: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
 
 
 def write_png(path: Path, width: int, height: int, *, bit_depth: int, colour_type: int,

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import png_chunk
 from PIL import Image
 
 from edge_anime.errors import EXIT_CONFIG
@@ -105,6 +106,13 @@ def services() -> Iterator[list[Service]]:
         svc.kill()
 
 
+def start(services: list[Service], config: Path, log: Path, *, env: dict[str, str] | None = None) -> Service:
+    """Start a service, track it for the end-of-test kill, and wait until it is ready."""
+    svc = Service(config, log, env=env)
+    services.append(svc)
+    return svc.wait_ready()
+
+
 def visible(folder: Path) -> list[Path]:
     """Files a user would see (not hidden), recursively."""
     if not folder.exists():
@@ -182,9 +190,7 @@ class OutputWatcher(threading.Thread):
 @pytest.mark.slow
 def test_cp_rsync_and_slow_writer_give_exactly_one_complete_output_each(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = Service(config(), tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, config(), tmp_path / "service.log")
     inbox, outbox = svc.root / "inbox", svc.root / "outbox"
     watcher = OutputWatcher(outbox)
     watcher.start()
@@ -248,15 +254,11 @@ def test_sigkill_at_ten_random_moments_loses_nothing_and_duplicates_nothing(
     rng = random.Random(20261129)
     log = tmp_path / "service.log"
     for _ in range(10):
-        svc = Service(cfg, log)
-        services.append(svc)
-        svc.wait_ready()
+        svc = start(services, cfg, log)
         with pytest.raises(subprocess.TimeoutExpired):  # a random moment of the run; it must not exit by itself
             svc.proc.wait(timeout=rng.uniform(0.0, 0.6))
         svc.kill()  # SIGKILL: no cleanup of any kind
-    svc = Service(cfg, log)
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, cfg, log)
     wait_until(lambda: len(visible(root / "done")) + len(list((root / "failed").glob("*.error.json"))) == 100,
                timeout_s=WORK_DEADLINE_S, what="every input committed", proc=svc.proc, log=log)
     assert svc.stop() == 0
@@ -305,18 +307,14 @@ def test_three_workers_on_one_inbox_never_duplicate(
 
 def _png_bomb(path: Path, side: int = 100_000) -> None:
     """A valid PNG header claiming side x side pixels, with a few bytes of data: a decompression bomb."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
     ihdr = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 1024))
-                     + chunk(b"IEND", b""))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+                     + png_chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + png_chunk(b"IEND", b""))
 
 
 def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = Service(config(), tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, config(), tmp_path / "service.log")
     inbox, failed = svc.root / "inbox", svc.root / "failed"
     src = tmp_path / "src"
     good = make_photo("good.jpg", 64, 64, folder=src)
@@ -361,9 +359,7 @@ def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
 
 def test_sigterm_mid_batch_exits_0_with_no_partial_output(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = Service(config({"service": {"drain_timeout_seconds": 10.0, "log_format": "json"}}), tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, config({"service": {"drain_timeout_seconds": 10.0, "log_format": "json"}}), tmp_path / "service.log")
     sources = make_sources(make_photo, tmp_path / "src", 80)
     copy_in(sources, svc.root / "inbox")
     wait_until(lambda: len(visible(svc.root / "outbox")) >= 5, timeout_s=WORK_DEADLINE_S,
@@ -397,9 +393,7 @@ def _rewrite(cfg: Path, section: str, **values: Any) -> None:
 def test_sighup_applies_a_changed_config_without_losing_a_file(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = config()
-    svc = Service(cfg, tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, cfg, tmp_path / "service.log")
     inbox = svc.root / "inbox"
     sources = make_sources(make_photo, tmp_path / "src", 40)
     feeder = threading.Thread(target=lambda: [shutil.copyfile(s, inbox / s.name) or time.sleep(0.02) for s in sources])
@@ -500,9 +494,7 @@ def test_status_command_and_metrics_endpoint(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     port = _free_port()
     cfg = config({"service": {"metrics": {"enabled": True, "port": port}}})
-    svc = Service(cfg, tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, cfg, tmp_path / "service.log")
     copy_in(make_sources(make_photo, tmp_path / "src", 2), svc.root / "inbox")
     wait_until(lambda: (svc.status() or {}).get("counts", {}).get("processed") == 2, timeout_s=WORK_DEADLINE_S,
                what="2 processed in the status file", proc=svc.proc, log=svc.log)
@@ -522,9 +514,7 @@ def test_polling_recursive_keep_mode_mirrors_folders_and_never_redoes_a_file(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = config({"watch": {"detector": "polling", "recursive": True, "after_success": "keep"},
                   "output": {"format": "same"}})
-    svc = Service(cfg, tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, cfg, tmp_path / "service.log")
     inbox, outbox = svc.root / "inbox", svc.root / "outbox"
     make_photo("a b.png", 64, 64, folder=inbox / "sub" / "dir")
     make_photo("ünï\ncode.jpg", 64, 64, folder=inbox)
@@ -535,9 +525,7 @@ def test_polling_recursive_keep_mode_mirrors_folders_and_never_redoes_a_file(
                what="both committed", proc=svc.proc, log=svc.log)
     assert (inbox / "sub" / "dir" / "a b.png").exists() and (inbox / "ünï\ncode.jpg").exists()  # kept
     assert svc.stop() == 0
-    again = Service(cfg, tmp_path / "service2.log")
-    services.append(again)
-    again.wait_ready()
+    again = start(services, cfg, tmp_path / "service2.log")
     first = (again.status() or {}).get("updated", 0)
     # three status refreshes (>= 2 s) cover several polls and the 0.3 s settle: time to redo them, were it to
     wait_until(lambda: (again.status() or {}).get("updated", 0) > first + 2.0, timeout_s=30,
@@ -549,9 +537,7 @@ def test_polling_recursive_keep_mode_mirrors_folders_and_never_redoes_a_file(
 
 def test_transient_write_failure_is_retried_with_the_input_kept(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = Service(config(), tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, config(), tmp_path / "service.log")
     outbox = svc.root / "outbox"
     outbox.rmdir()
     outbox.write_text("not a folder: every output write fails until this is fixed")
@@ -571,10 +557,8 @@ def test_transient_write_failure_is_retried_with_the_input_kept(
 def test_unusable_outbox_backs_off_and_ends_in_failed_after_max_attempts(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     """An OSError before the job (no outbox) counts as an attempt, so it cannot retry forever."""
-    svc = Service(config({"watch": {"retry": {"initial_seconds": 0.1, "max_seconds": 0.4, "max_attempts": 3}}}),
-                  tmp_path / "service.log")
-    services.append(svc)
-    svc.wait_ready()
+    svc = start(services, config({"watch": {"retry": {"initial_seconds": 0.1, "max_seconds": 0.4,
+                                                       "max_attempts": 3}}}), tmp_path / "service.log")
     outbox = svc.root / "outbox"
     outbox.rmdir()
     outbox.write_text("not a folder: every output name is unusable")
