@@ -180,7 +180,11 @@ class Engine:
     def _static_model(self, height: int, width: int) -> ov.Model:
         with self._model_lock:  # compiles of different sizes run at once; one clone of the source at a time
             static = self._model.clone()
-        static.reshape({static.input(0): ov.PartialShape([1, height, width, 3])})
+        try:
+            static.reshape({static.input(0): ov.PartialShape([1, height, width, 3])})
+        except RuntimeError as exc:  # an IR that is not the u8 NHWC contract, or a size it cannot take
+            raise ModelError(
+                f"{self.model_info.xml}: cannot reshape to 1x{height}x{width}x3: {_first_line(exc)}") from exc
         return static
 
     def compiled(self, height: int, width: int) -> ov.CompiledModel:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_config
-from ..errors import ConfigError, ModelError, TransientError, UserError
+from ..errors import ConfigError, TransientError, UserError
 from ..models import ModelInfo, resolve_model
 from ..watch.claim import Claim, WorkerDir, adopt_orphans, load_claim, sweep_names
 from ..watch.detect import Detector
@@ -150,10 +150,7 @@ class Service:
         from ..engine import Engine
 
         model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
-        try:
-            return model, Engine(model, config.device)
-        except RuntimeError as exc:  # OpenVINO's own errors for a broken IR: the operator's to fix
-            raise ModelError(f"model.path: {model.xml}: {str(exc).strip().splitlines()[0]}") from exc
+        return model, Engine(model, config.device)  # Engine turns OpenVINO's errors into ModelError
 
     def _new_pipeline(self, config: Config) -> Any:
         from ..pipeline import Pipeline
