@@ -58,7 +58,8 @@ def test_target_rejects_non_rgb_u8() -> None:
 
 # --- training script ------------------------------------------------------------------------------
 
-def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path, precision: str) -> None:
     torch = pytest.importorskip("torch")
     from converters.generator import Generator
     from training.train_toon import train
@@ -66,13 +67,25 @@ def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path) -> Non
     out = tmp_path / "toon.pt"
     summary = train(workdir=tmp_path / "run", steps=3, budget_min=5.0, crop_px=32, batch=2, lr=1e-3, seed=7,
                     threads=1, ckpt_every=2, preview_every=2, pool_cache=tmp_path / "pool.npz", out=out,
-                    resume=False, pool_kwargs={"names": ["chelsea"], "long_sides_px": (64,), "jitters": 2})
+                    resume=False, pool_kwargs={"names": ["chelsea"], "long_sides_px": (64,), "jitters": 2},
+                    precision=precision, ink_weight=3.0)
     assert summary["steps"] == 3 and np.isfinite(summary["ema_l1"])
     assert (tmp_path / "run" / "preview.png").is_file() and (tmp_path / "pool.npz").is_file()
     state = torch.load(out, weights_only=True)
-    assert all(v.dtype == torch.float16 for v in state.values())
+    assert all(v.dtype == torch.float16 and v.is_contiguous() for v in state.values())  # channels-last undone
     Generator(upsample_align=True).load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
     assert "done:" in (tmp_path / "run" / "train.log").read_text()
+
+
+def test_ink_weight_marks_the_targets_dark_lines_only() -> None:
+    torch = pytest.importorskip("torch")
+    from training.train_toon import ink_weight_map
+
+    target = torch.full((1, 3, 16, 16), 0.5)
+    target[..., :, 8] = -1.0  # a one-pixel black line on grey, in the generator's [-1, 1] units
+    weight = ink_weight_map(target, 3.0)
+    assert torch.allclose(weight[..., :, 8], torch.tensor(4.0))  # 1 + the full ink weight on the line
+    assert torch.all(weight[..., :, :6] == 1.0) and torch.all(weight[..., :, 11:] == 1.0)  # flat grey: 1
 
 
 def test_output_refit_lowers_l1_on_whole_images() -> None:

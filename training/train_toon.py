@@ -27,6 +27,7 @@ from training.data import batches, load_or_build_pool
 from training.init import passthrough_init
 
 GRAD_LOSS_WEIGHT = 0.5
+INK_WEIGHT = 0.0  # extra L1 weight on pixels the target inks (darker than their 5x5 mean); see --ink-weight
 WARMUP_STEPS = 80  # long: Adam's first steps move every weight by ~lr, which would wreck the pass-through init
 
 
@@ -39,12 +40,38 @@ def to_u8(t: torch.Tensor) -> np.ndarray:
     return ((t.detach().clamp(-1, 1) + 1.0) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
 
 
-def toon_loss(pred: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """L1 + GRAD_LOSS_WEIGHT * L1 of horizontal/vertical differences; returns (loss, plain L1)."""
-    l1 = F.l1_loss(pred, target)
+def cpu_has_bf16() -> bool:
+    """True where the CPU multiplies bf16 natively (AMX or AVX512-BF16): there autocast trains ~2.5x faster.
+
+    On an AVX2-only CPU bf16 is emulated and slower than f32, so ``--precision auto`` stays f32 there.
+    """
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def ink_weight_map(target: torch.Tensor, weight: float) -> torch.Tensor:
+    """1 + weight where the target is darker than its 5x5 neighbourhood (its ink lines), else 1.
+
+    Why: ink covers a few percent of the pixels, so plain L1 is nearly satisfied by a blurred copy of the
+    photo; weighting the lines makes drawing them worth as much as the flat regions around them.
+    """
+    luma = target.mean(dim=1, keepdim=True)
+    darker = (F.avg_pool2d(luma, 5, stride=1, padding=2, count_include_pad=False) - luma).clamp(min=0.0)
+    return 1.0 + weight * (darker / 0.1).clamp(max=1.0)
+
+
+def toon_loss(pred: torch.Tensor, target: torch.Tensor, *, ink_weight: float = INK_WEIGHT) -> tuple[torch.Tensor, float]:
+    """Weighted L1 + GRAD_LOSS_WEIGHT * L1 of horizontal/vertical differences; returns (loss, plain L1)."""
+    pred, target = pred.float(), target.float()
+    diff = (pred - target).abs()
+    l1_plain = diff.mean()
+    l1 = (diff * ink_weight_map(target, ink_weight)).mean() if ink_weight else l1_plain
     gx = F.l1_loss(pred[..., :, 1:] - pred[..., :, :-1], target[..., :, 1:] - target[..., :, :-1])
     gy = F.l1_loss(pred[..., 1:, :] - pred[..., :-1, :], target[..., 1:, :] - target[..., :-1, :])
-    return l1 + GRAD_LOSS_WEIGHT * (gx + gy), float(l1.detach())
+    return l1 + GRAD_LOSS_WEIGHT * (gx + gy), float(l1_plain.detach())
 
 
 def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0, warmup: int = WARMUP_STEPS) -> float:
@@ -69,7 +96,7 @@ def save_atomic(obj: object, path: Path) -> None:
 
 def export_state_dict(model: Generator, path: Path) -> None:
     """The published format: a flat state dict, stored fp16 to halve the shipped size (load with .float())."""
-    save_atomic({k: v.detach().clone().half() for k, v in model.state_dict().items()}, path)
+    save_atomic({k: v.detach().contiguous().half() for k, v in model.state_dict().items()}, path)
 
 
 def write_preview(model: Generator, photos: np.ndarray, targets: np.ndarray, path: Path) -> None:
@@ -89,19 +116,28 @@ def write_preview(model: Generator, photos: np.ndarray, targets: np.ndarray, pat
 def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: int, lr: float, seed: int,
           threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
           out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
-          init: str = "passthrough", warmup_steps: int = WARMUP_STEPS) -> dict[str, float]:
-    """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``."""
+          init: str = "passthrough", warmup_steps: int = WARMUP_STEPS, precision: str = "auto",
+          ink_weight: float = INK_WEIGHT) -> dict[str, float]:
+    """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``.
+
+    ``precision``: "bf16" trains under CPU autocast with channels-last tensors (weights and optimizer stay
+    f32), "f32" without, "auto" picks bf16 where the CPU has it natively.
+    """
     torch.set_num_threads(threads)
+    bf16 = precision == "bf16" or (precision == "auto" and cpu_has_bf16())
+    memory_format = torch.channels_last if bf16 else torch.contiguous_format
     torch.manual_seed(seed)
     workdir.mkdir(parents=True, exist_ok=True)
     log = (workdir / "train.log").open("a", buffering=1)
     started = time.monotonic()
     pool = load_or_build_pool(pool_cache, seed=seed, **(pool_kwargs or {}))
-    log.write(f"pool: {len(pool)} pairs in {time.monotonic() - started:.0f} s\n")
+    log.write(f"pool: {len(pool)} pairs in {time.monotonic() - started:.0f} s; "
+              f"precision {'bf16 autocast, channels-last' if bf16 else 'f32'}; ink weight {ink_weight}\n")
     model = Generator(upsample_align=True)
     if init == "passthrough":
         calib_x, _ = next(batches(pool, crop_px=crop_px, batch=8, seed=seed + 20_000))
         passthrough_init(model, seed=seed, photos=to_tensor(calib_x))
+    model = model.to(memory_format=memory_format)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
     step = 0
@@ -126,7 +162,9 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
             group["lr"] = lr_at(step, steps=steps, peak_lr=lr, time_frac=(time.monotonic() - train_start) / train_budget_s,
                                  warmup=warmup_steps)
         x, y = next(data)
-        loss, l1 = toon_loss(model(to_tensor(x)), to_tensor(y))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            pred = model(to_tensor(x).contiguous(memory_format=memory_format))
+        loss, l1 = toon_loss(pred, to_tensor(y), ink_weight=ink_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -167,13 +205,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
     p.add_argument("--init", choices=("passthrough", "default"), default="passthrough",
                    help="passthrough: start as a softened copy of the input (training/init.py)")
+    p.add_argument("--precision", choices=("auto", "bf16", "f32"), default="auto",
+                   help="auto: bf16 autocast where the CPU has AMX/AVX512-BF16, else f32")
+    p.add_argument("--ink-weight", type=float, default=INK_WEIGHT,
+                   help="extra L1 weight on the target's ink pixels (0: plain L1)")
     a = p.parse_args(argv)
     if a.crop % 4:
         p.error(f"--crop must be a multiple of 4, got {a.crop}")
     train(workdir=a.workdir, steps=a.steps, budget_min=a.budget_min, crop_px=a.crop, batch=a.batch, lr=a.lr,
           seed=a.seed, threads=a.threads, ckpt_every=a.ckpt_every, preview_every=a.preview_every,
           pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume, init=a.init,
-          warmup_steps=a.warmup_steps)
+          warmup_steps=a.warmup_steps, precision=a.precision, ink_weight=a.ink_weight)
     return 0
 
 
