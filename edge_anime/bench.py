@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import resource
 import statistics
 import tempfile
@@ -25,9 +24,10 @@ import psutil
 from .config import Config
 from .engine import Engine
 from .errors import UserError
+from .host import usable_cores
 from .imaging import output_extension
 from .models import resolve_model
-from .pipeline import STAGES, Job, JobResult, run_jobs
+from .pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         model = resolve_model(config.model.path, search_dirs=config.model.dirs)
         engine = Engine(model, config.device)
     startup_s = time.perf_counter() - started
-    cores = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    cores = usable_cores()
     with tempfile.TemporaryDirectory(prefix="edge-anime-bench-") as tmp:
         out_dir = Path(tmp)
         for _ in range(warmup):
@@ -163,8 +163,8 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         "repeat": repeat,
         "warmup": warmup,
         "pipeline": {"max_in_flight": config.pipeline.max_in_flight,
-                     "decode_threads": config.pipeline.decode_threads,
-                     "encode_threads": config.pipeline.encode_threads},
+                     "decode_threads": stage_threads(config)[0],
+                     "encode_threads": stage_threads(config)[1]},
         "image": {"resize": config.image.resize, "max_side": config.image.max_side},
         "plugin": engine.describe(),
         "compiled_shapes": [f"{w}x{h}" for h, w in engine.cached_shapes()],

@@ -117,8 +117,8 @@ class OutputSection(_Section):
 
 
 class PipelineSection(_Section):
-    decode_threads: int = Field(default=1, ge=1, le=32)
-    encode_threads: int = Field(default=1, ge=1, le=32)
+    decode_threads: AutoInt1 = "auto"  # auto: pipeline.stage_threads
+    encode_threads: AutoInt1 = "auto"
     max_in_flight: AutoInt1 = "auto"  # jobs between submit and done; auto = 2 x infer requests
 
 

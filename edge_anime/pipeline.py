@@ -37,6 +37,7 @@ from .config import Config
 from .engine import Engine
 from .errors import InputError, TransientError
 from .fsutil import TRANSIENT_ERRNOS, write_atomic
+from .host import usable_cores
 from .imaging.encoder import FORMAT_BY_EXT
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,9 @@ class Pipeline:
         self._retired: list[tuple[ov.CompiledModel, ov.AsyncInferQueue]] = []
         self._running: dict[int, int] = {}  # id(queue) -> inferences started and not yet called back
         self._running_lock = threading.Lock()  # apart from _infer_lock: callbacks never wait on start_async
-        self._decoders = ThreadPoolExecutor(config.pipeline.decode_threads, thread_name_prefix="ea-decode")
-        self._encoders = ThreadPoolExecutor(config.pipeline.encode_threads, thread_name_prefix="ea-encode")
+        self.decode_threads, self.encode_threads = stage_threads(config)
+        self._decoders = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="ea-decode")
+        self._encoders = ThreadPoolExecutor(self.encode_threads, thread_name_prefix="ea-encode")
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -297,6 +299,20 @@ class Pipeline:
                 self._in_flight -= 1
                 self._state.notify_all()
             self._slots.release()
+
+
+def stage_threads(config: Config, *, cores: int | None = None) -> tuple[int, int]:
+    """(decode threads, encode threads): the configured counts, or "auto" sized from the usable cores.
+
+    Why these ratios: a decode (a camera JPEG, DCT-scaled, then a LANCZOS resize) takes ~1/10 of an
+    inference's CPU time and an encode ~1/20. On 2 cores one thread of each keeps both streams fed and a
+    second only competes with inference (benchmarks/compare.py threads); on 16 cores one decode thread
+    capped the whole box near 9 images/s with the cores two-thirds busy (compare.py scaling, docs/design.md).
+    """
+    cores = usable_cores() if cores is None else cores
+    decode, encode = config.pipeline.decode_threads, config.pipeline.encode_threads
+    return (max(1, cores // 4) if decode == "auto" else int(decode),
+            max(1, cores // 8) if encode == "auto" else int(encode))
 
 
 def _read_whole(path: Path) -> bytes:

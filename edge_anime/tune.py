@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .bench import measure
 from .config import Config, effective_yaml, load_config
 from .errors import EdgeAnimeError, UserError
 from .fsutil import write_atomic
+from .host import usable_cores
 from .models import MANIFEST_NAME, ModelInfo, load_model_info, resolve_model
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
     if goal not in GOALS:
         raise UserError(f"--goal: expected one of {', '.join(GOALS)}, got {goal!r}")
     model = resolve_model(config.model.path, search_dirs=config.model.dirs)
-    plan = axes(config, model, cores=os.cpu_count() or 1, int8_floor_db=int8_floor_db)
+    plan = axes(config, model, cores=usable_cores(), int8_floor_db=int8_floor_db)
     first = Trial("as configured", baseline(config, model))
     bar = None
     if progress:

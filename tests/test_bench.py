@@ -3,6 +3,7 @@ Timing figures are never asserted beyond being measured (benchmarks are not time
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -69,3 +70,23 @@ def test_timed_pass_keeps_the_input_format_with_format_same(write_config: Callab
     assert figures.ok == 2
     assert [r.job.dst.suffix for r in figures.results] == [".png", ".jpg"]
     assert all(r.out_size is not None for r in figures.results)
+
+
+def test_bench_counts_the_cores_it_is_pinned_to(write_config: Callable[..., Path], make_photo: Callable[..., Path],
+                                                 random_ir: Path, tmp_path: Path) -> None:
+    """Under taskset (a container cpuset, systemd CPUAffinity=) the CPU share and the thread pools follow
+    the affinity mask, not the machine's core count."""
+    photos = tmp_path / "photos"
+    make_photo("p.jpg", 64, 64, seed=1, folder=photos)
+    report_path = tmp_path / "bench.json"
+    first_cpu = min(os.sched_getaffinity(0))
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_anime", "bench", str(photos), "--config", str(write_config()),
+         "--model", str(random_ir / "model.xml"), "--json", str(report_path), "--warmup", "0"],
+        capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first_cpu}))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["cores"] == 1
+    assert report["pipeline"]["decode_threads"] == report["pipeline"]["encode_threads"] == 1
+    assert report["plugin"]["effective"]["NUM_STREAMS"] == 1

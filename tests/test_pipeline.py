@@ -15,7 +15,7 @@ from edge_anime.config import Config, load_config
 from edge_anime.engine import Engine
 from edge_anime.errors import InputError, TransientError
 from edge_anime.models import resolve_model
-from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, run_jobs
+from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, run_jobs, stage_threads
 
 DEADLINE_S = 60.0  # seconds; generous for a loaded 2-core box, never reached when things work
 
@@ -148,3 +148,11 @@ def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[
     assert all(r.ok for r in results), [r.error for r in results]
     assert len({r.out_size for r in results}) == 3  # three sizes, alternating: a new shape every job
     assert len(engine.cached_shapes()) == 1
+
+
+@pytest.mark.parametrize(("cores", "expected"), [(1, (1, 1)), (2, (1, 1)), (8, (2, 1)), (16, (4, 2))])
+def test_auto_stage_threads_follow_the_cores(write_config: Callable[..., Path], cores: int,
+                                             expected: tuple[int, int]) -> None:
+    assert stage_threads(load_config(write_config()), cores=cores) == expected
+    explicit = load_config(write_config({"pipeline": {"decode_threads": 3, "encode_threads": 2}}))
+    assert stage_threads(explicit, cores=cores) == (3, 2)
