@@ -8,13 +8,20 @@ Experiments:
   streams  THROUGHPUT (2 streams) vs LATENCY (1 stream) with 2 and 1 requests, fixed 512x512
   shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
   threads  decode/encode threads 1 vs 2, fixed 512x512
+  scaling  THROUGHPUT with 1, 2, 4, 8, 16 streams and auto, LATENCY, pinning off, one decode/encode thread,
+           fixed 512x512: how a box with more cores than ours scales (run it there; variants with more
+           streams than the box has cores are skipped)
 
-    python benchmarks/compare.py streams [--rounds 2] [--limit 12] [--precision auto]
+``--cpus 0-1`` runs every variant pinned to those CPUs (sched_setaffinity before OpenVINO loads; the plugin
+sizes its streams from the affinity mask), which turns a big idle machine into a clean 2-core box.
+
+    python benchmarks/compare.py streams [--rounds 2] [--limit 12] [--precision auto] [--cpus 0-1]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,11 +43,30 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("static, cache 1", {"device": {"shape_policy": "static", "shape_cache_size": 1}, "image": MAX_512}),
         ("dynamic", {"device": {"shape_policy": "dynamic"}, "image": MAX_512}),
     ],
+    "scaling": [
+        ("THROUGHPUT auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": FIXED_512}),
+        *[(f"THROUGHPUT {n} streams", {"device": {"performance_hint": "THROUGHPUT", "num_streams": n},
+                                       "image": FIXED_512}) for n in (1, 2, 4, 8, 16)],
+        ("THROUGHPUT auto, pinning off", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False},
+                                          "image": FIXED_512}),
+        ("LATENCY", {"device": {"performance_hint": "LATENCY"}, "image": FIXED_512}),
+        ("THROUGHPUT auto, decode 1 / encode 1", {"device": {"performance_hint": "THROUGHPUT"}, "image": FIXED_512,
+                                                  "pipeline": {"decode_threads": 1, "encode_threads": 1}}),
+    ],
     "threads": [
         ("decode 1 / encode 1", {"pipeline": {"decode_threads": 1, "encode_threads": 1}, "image": FIXED_512}),
         ("decode 2 / encode 2", {"pipeline": {"decode_threads": 2, "encode_threads": 2}, "image": FIXED_512}),
     ],
 }
+
+
+def parse_cpus(text: str) -> set[int]:
+    """"0-1,4" -> {0, 1, 4}: the taskset list syntax."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
 
 
 def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int | None,
@@ -73,10 +99,15 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=12, help="first N photos")
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--cpus", default=None, help="pin every variant to these CPUs (taskset syntax: 0-1)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     variants = EXPERIMENTS[args.experiment]
+    cores = len(parse_cpus(args.cpus)) if args.cpus else os.cpu_count() or 1
+    variants = [(name, v) for name, v in variants if v["device"].get("num_streams", 1) <= cores]
     if args.worker is not None:
+        if args.cpus:
+            os.sched_setaffinity(0, parse_cpus(args.cpus))  # before openvino is imported by the worker
         print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
         return 0
     model = (args.model or ensure_seeded_ir()).resolve()
@@ -87,7 +118,8 @@ def main() -> int:
         for name in order if r % 2 == 0 else reversed(order):
             out = subprocess.run([sys.executable, __file__, args.experiment, "--worker", name, "--model", str(model),
                                   "--photos", str(args.photos), "--limit", str(args.limit), "--precision",
-                                  args.precision], check=True, capture_output=True, text=True)
+                                  args.precision, *(["--cpus", args.cpus] if args.cpus else [])],
+                                 check=True, capture_output=True, text=True)
             row[name] = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
         rounds.append(row)
@@ -103,10 +135,13 @@ def main() -> int:
                      "peak RSS MB": median([rd[name]["peak_rss_mb"] for rd in rounds]),
                      "compile s/img": median([rd[name]["compile_s_per_image"] for rd in rounds]),
                      "streams/requests": f"{first['streams']}/{first['requests']}", "precision": first["precision"]})
+    pinned = f", pinned to CPUs {args.cpus}" if args.cpus else ""
     table = (f"experiment {args.experiment}: {args.limit} photos from {args.photos}, {args.rounds} alternating "
-             f"rounds, precision {args.precision}\n\n" + markdown_table(rows, list(rows[0])))
-    write_results(f"compare_{args.experiment}_{args.precision}", {"machine": machine(), "rounds": rounds, "rows": rows},
-                  table)
+             f"rounds, precision {args.precision}{pinned}, {machine()['cpu_model']}\n\n"
+             + markdown_table(rows, list(rows[0])))
+    suffix = f"_cpus{args.cpus}" if args.cpus else ""
+    write_results(f"compare_{args.experiment}_{args.precision}{suffix}",
+                  {"machine": machine(), "cpus": args.cpus, "rounds": rounds, "rows": rows}, table)
     return 0
 
 
