@@ -77,6 +77,17 @@ def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path, precis
     assert "done:" in (tmp_path / "run" / "train.log").read_text()
 
 
+def test_scene_jitter_casts_and_flattens_reproducibly() -> None:
+    from training.data import scene_jitter
+
+    rng_photo = np.random.default_rng(0)
+    photo = rng_photo.integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    first = scene_jitter(photo, np.random.default_rng(1))
+    assert first.shape == photo.shape and first.dtype == np.uint8
+    assert np.array_equal(first, scene_jitter(photo, np.random.default_rng(1)))  # seeded: same pool every run
+    assert first.astype(np.float32).std(axis=(0, 1)).mean() < photo.astype(np.float32).std(axis=(0, 1)).mean()
+
+
 def test_ink_weight_marks_the_targets_dark_lines_only() -> None:
     torch = pytest.importorskip("torch")
     from training.train_toon import ink_weight_map
@@ -146,8 +157,9 @@ def test_shipped_ir_runs_at_any_allowed_size(hw: tuple[int, int]) -> None:
 def test_shipped_model_follows_its_target_far_better_than_a_flat_picture() -> None:
     """A guard against shipping untrained or broken weights, not a quality bar (docs/toon.md has those).
 
-    The current model is soft and scores below the unmodified photo against the target, so the honest
-    floor is relative: it must beat the target's own mean colour by a wide margin.
+    Against the target the model still scores below the unmodified photo on PSNR (ink a pixel off costs
+    more than no ink), so the honest floor is relative: it must beat the target's own mean colour by a wide
+    margin.
     """
     import openvino as ov
     from skimage import data

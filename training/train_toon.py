@@ -117,11 +117,14 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
           threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
           out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
           init: str = "passthrough", warmup_steps: int = WARMUP_STEPS, precision: str = "auto",
-          ink_weight: float = INK_WEIGHT) -> dict[str, float]:
+          ink_weight: float = INK_WEIGHT, init_from: Path | None = None) -> dict[str, float]:
     """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``.
 
     ``precision``: "bf16" trains under CPU autocast with channels-last tensors (weights and optimizer stay
     f32), "f32" without, "auto" picks bf16 where the CPU has it natively.
+    ``init_from``: start from these weights (a ckpt.pt or a state dict) with a fresh optimizer and schedule;
+    the second, large-crop phase uses it (docs/toon.md: GroupNorm statistics of small crops are not those
+    of whole photos).
     """
     torch.set_num_threads(threads)
     bf16 = precision == "bf16" or (precision == "auto" and cpu_has_bf16())
@@ -134,7 +137,11 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
     log.write(f"pool: {len(pool)} pairs in {time.monotonic() - started:.0f} s; "
               f"precision {'bf16 autocast, channels-last' if bf16 else 'f32'}; ink weight {ink_weight}\n")
     model = Generator(upsample_align=True)
-    if init == "passthrough":
+    if init_from is not None:
+        state = torch.load(init_from, weights_only=True)
+        model.load_state_dict({k: v.float() for k, v in state.get("model", state).items()}, strict=True)
+        log.write(f"weights from {init_from}\n")
+    elif init == "passthrough":
         calib_x, _ = next(batches(pool, crop_px=crop_px, batch=8, seed=seed + 20_000))
         passthrough_init(model, seed=seed, photos=to_tensor(calib_x))
     model = model.to(memory_format=memory_format)
@@ -207,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="passthrough: start as a softened copy of the input (training/init.py)")
     p.add_argument("--precision", choices=("auto", "bf16", "f32"), default="auto",
                    help="auto: bf16 autocast where the CPU has AMX/AVX512-BF16, else f32")
+    p.add_argument("--scene-jitters", type=int, default=0,
+                   help="extra pool pairs per photo and scale with a strong cast at low contrast (data.scene_jitter)")
+    p.add_argument("--init-from", type=Path, default=None,
+                   help="start from these weights (ckpt.pt or state dict), fresh optimizer and schedule")
     p.add_argument("--ink-weight", type=float, default=INK_WEIGHT,
                    help="extra L1 weight on the target's ink pixels (0: plain L1)")
     a = p.parse_args(argv)
@@ -215,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     train(workdir=a.workdir, steps=a.steps, budget_min=a.budget_min, crop_px=a.crop, batch=a.batch, lr=a.lr,
           seed=a.seed, threads=a.threads, ckpt_every=a.ckpt_every, preview_every=a.preview_every,
           pool_cache=a.pool_cache, out=a.out, resume=not a.no_resume, init=a.init,
-          warmup_steps=a.warmup_steps, precision=a.precision, ink_weight=a.ink_weight)
+          pool_kwargs={"scene_jitters": a.scene_jitters} if a.scene_jitters else None,
+          warmup_steps=a.warmup_steps, precision=a.precision, ink_weight=a.ink_weight,
+          init_from=a.init_from)
     return 0
 
 
