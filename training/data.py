@@ -63,6 +63,27 @@ def jitter(rgb: NDArray[np.uint8], rng: np.random.Generator, *, tint: bool) -> N
     return np.clip(np.round(out * 255.0), 0, 255).astype(np.uint8)
 
 
+def scene_jitter(rgb: NDArray[np.uint8], rng: np.random.Generator) -> NDArray[np.uint8]:
+    """A strong global cast at low contrast: the look of sky, sea, haze, dusk and night photos.
+
+    Why: the generator cannot see absolute contrast (no bias before its first whole-picture GroupNorm, so
+    x -> k x gives the same output), only the balance of a picture's offset against its variation, and the
+    four colour photos never show a picture that is mostly one strong colour. Trained without these, the
+    model turned blue-sky and night-sea photos into flat grey (docs/toon.md).
+    """
+    out = rgb.astype(np.float32) / 255.0
+    cast = np.array([rng.uniform(0.0, 1.0) for _ in range(3)], np.float32)
+    cast = cast / max(float(cast.max()), 1e-3) * rng.uniform(0.25, 1.0)  # a colour of random hue and level
+    mixed = (1.0 - (a := rng.uniform(0.25, 0.6))) * out + a * cast
+    mean = mixed.mean(axis=(0, 1), keepdims=True)
+    out = np.clip((mixed - mean) * rng.uniform(0.4, 0.8) + mean, 0.0, 1.0)
+    from skimage import color
+
+    hsv = color.rgb2hsv(out)
+    hsv[..., 1] = np.clip(hsv[..., 1] * rng.uniform(0.8, 2.2), 0.0, 1.0)  # vivid skies and neon nights too
+    return np.clip(np.round(color.hsv2rgb(hsv) * 255.0), 0, 255).astype(np.uint8)
+
+
 @dataclass(frozen=True)
 class Pair:
     photo: NDArray[np.uint8]
@@ -70,8 +91,12 @@ class Pair:
 
 
 def build_pool(*, seed: int, long_sides_px: tuple[int, ...] = LONG_SIDES_PX,
-               jitters: int = JITTERS_PER_IMAGE, names: list[str] | None = None) -> list[Pair]:
-    """Render every (photo, scale, jitter) target once; deterministic for a seed."""
+               jitters: int = JITTERS_PER_IMAGE, names: list[str] | None = None,
+               scene_jitters: int = 0) -> list[Pair]:
+    """Render every (photo, scale, jitter) target once; deterministic for a seed.
+
+    ``scene_jitters`` more per (photo, scale) get ``scene_jitter`` (strong cast, low contrast).
+    """
     rng = np.random.default_rng(seed)
     chosen = names if names is not None else [*COLOUR_PHOTOS, *GREY_PHOTOS]
     pool: list[Pair] = []
@@ -82,6 +107,9 @@ def build_pool(*, seed: int, long_sides_px: tuple[int, ...] = LONG_SIDES_PX,
             for j in range(jitters):
                 grey = name in GREY_PHOTOS
                 photo = scaled if (j == 0 and not grey) else jitter(scaled, rng, tint=grey)
+                pool.append(Pair(photo=photo, target=toonify(photo)))
+            for _ in range(scene_jitters):
+                photo = scene_jitter(jitter(scaled, rng, tint=name in GREY_PHOTOS), rng)
                 pool.append(Pair(photo=photo, target=toonify(photo)))
     return pool
 
