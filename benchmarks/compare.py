@@ -8,6 +8,8 @@ Experiments:
   streams  THROUGHPUT (2 streams) vs LATENCY (1 stream) with 2 and 1 requests, fixed 512x512
   shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
   threads  decode/encode threads 1 vs 2, fixed 512x512
+  pinning  THROUGHPUT with CPU pinning auto (on) vs off, on the photos at max_side 512 (mixed sizes: several
+           compiled shapes, each with its own pinned streams, share the cores)
   scaling  THROUGHPUT with 1, 2, 4, 8, 16 streams and auto, LATENCY, pinning off, one decode/encode thread,
            fixed 512x512: how a box with more cores than ours scales (run it there; variants with more
            streams than the box has cores are skipped)
@@ -52,6 +54,10 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("LATENCY", {"device": {"performance_hint": "LATENCY"}, "image": FIXED_512}),
         ("THROUGHPUT auto, decode 1 / encode 1", {"device": {"performance_hint": "THROUGHPUT"}, "image": FIXED_512,
                                                   "pipeline": {"decode_threads": 1, "encode_threads": 1}}),
+    ],
+    "pinning": [
+        ("pinning auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": MAX_512}),
+        ("pinning off", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False}, "image": MAX_512}),
     ],
     "threads": [
         ("decode 1 / encode 1", {"pipeline": {"decode_threads": 1, "encode_threads": 1}, "image": FIXED_512}),
