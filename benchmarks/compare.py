@@ -9,7 +9,7 @@ Experiments:
   shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
   threads  decode/encode threads 1 vs 2, fixed 512x512
   pinning  THROUGHPUT with CPU pinning auto (on) vs off, on the photos at max_side 512 (mixed sizes: several
-           compiled shapes, each with its own pinned streams, share the cores)
+           compiled shapes, each with its own pinned streams, share the cores) and at a fixed 512x512
   scaling  THROUGHPUT with 1, 2, 4, 8, 16 streams and auto, LATENCY, pinning off, one decode/encode thread,
            fixed 512x512: how a box with more cores than ours scales (run it there; variants with more
            streams than the box has cores are skipped)
@@ -56,8 +56,13 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
                                                   "pipeline": {"decode_threads": 1, "encode_threads": 1}}),
     ],
     "pinning": [
-        ("pinning auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": MAX_512}),
+        ("pinning auto", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": "auto"},
+                          "image": MAX_512}),
         ("pinning off", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False}, "image": MAX_512}),
+        ("pinning auto, 512x512", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": "auto"},
+                                   "image": FIXED_512}),
+        ("pinning off, 512x512", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False},
+                                  "image": FIXED_512}),
     ],
     "threads": [
         ("decode 1 / encode 1", {"pipeline": {"decode_threads": 1, "encode_threads": 1}, "image": FIXED_512}),

@@ -72,7 +72,7 @@ class DeviceSection(_Section):
     num_requests: AutoInt1 = "auto"
     num_streams: AutoInt1 = "auto"
     inference_num_threads: AutoInt1 = "auto"
-    enable_cpu_pinning: AutoBool = "auto"
+    enable_cpu_pinning: AutoBool = False  # see configs/default.yaml: pinned streams of several shapes collide
     enable_hyper_threading: AutoBool = "auto"
     scheduling_core_type: Literal["ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"] = "ANY_CORE"
     inference_precision: Literal["auto", "f32", "bf16", "f16"] = "auto"
