@@ -149,6 +149,7 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         engine = Engine(model, config.device)
     startup_s = time.perf_counter() - started
     cores = usable_cores()
+    decode_threads, encode_threads = stage_threads(config, cores=cores)
     with tempfile.TemporaryDirectory(prefix="edge-anime-bench-") as tmp:
         out_dir = Path(tmp)
         for _ in range(warmup):
@@ -163,8 +164,7 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         "repeat": repeat,
         "warmup": warmup,
         "pipeline": {"max_in_flight": config.pipeline.max_in_flight,
-                     "decode_threads": stage_threads(config)[0],
-                     "encode_threads": stage_threads(config)[1]},
+                     "decode_threads": decode_threads, "encode_threads": encode_threads},
         "image": {"resize": config.image.resize, "max_side": config.image.max_side},
         "plugin": engine.describe(),
         "compiled_shapes": [f"{w}x{h}" for h, w in engine.cached_shapes()],
