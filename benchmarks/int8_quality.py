@@ -63,6 +63,11 @@ SETUPS: dict[str, Int8Setup] = {
     "mixed-norm-block-e": Int8Setup(preset="mixed", ignore=("norm", "block_e", "last_conv")),
     "mixed-norm-block-a-e": Int8Setup(preset="mixed", ignore=("norm", "block_a", "block_e", "last_conv")),
     "performance-norm": Int8Setup(preset="performance", ignore=("norm",)),
+    "mixed-norm-first-last-full-bias": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"),
+                                                 fast_bias_correction=False),
+    "mixed-norm-first-last-upsample": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "upsample")),
+    "mixed-norm-first-last-depthwise": Int8Setup(preset="mixed",
+                                                 ignore=("norm", "first_conv", "last_conv", "depthwise")),
 }
 
 
