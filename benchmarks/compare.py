@@ -114,11 +114,12 @@ def main() -> int:
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     variants = EXPERIMENTS[args.experiment]
-    cores = len(parse_cpus(args.cpus)) if args.cpus else os.cpu_count() or 1
-    variants = [(name, v) for name, v in variants if v["device"].get("num_streams", 1) <= cores]
+    cpus = parse_cpus(args.cpus) if args.cpus else None
+    cores = len(cpus) if cpus else os.cpu_count() or 1
+    variants = [(name, v) for name, v in variants if v.get("device", {}).get("num_streams", 1) <= cores]
     if args.worker is not None:
-        if args.cpus:
-            os.sched_setaffinity(0, parse_cpus(args.cpus))  # before openvino is imported by the worker
+        if cpus:
+            os.sched_setaffinity(0, cpus)  # before openvino is imported by the worker
         print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
         return 0
     model = (args.model or ensure_seeded_ir()).resolve()
@@ -147,12 +148,13 @@ def main() -> int:
                      "compile s/img": median([rd[name]["compile_s_per_image"] for rd in rounds]),
                      "streams/requests": f"{first['streams']}/{first['requests']}", "precision": first["precision"]})
     pinned = f", pinned to CPUs {args.cpus}" if args.cpus else ""
+    box = machine()
     table = (f"experiment {args.experiment}: {args.limit} photos from {args.photos}, {args.rounds} alternating "
-             f"rounds, precision {args.precision}{pinned}, {machine()['cpu_model']}\n\n"
+             f"rounds, precision {args.precision}{pinned}, {box['cpu_model']}\n\n"
              + markdown_table(rows, list(rows[0])))
     suffix = f"_cpus{args.cpus}" if args.cpus else ""
     write_results(f"compare_{args.experiment}_{args.precision}{suffix}",
-                  {"machine": machine(), "cpus": args.cpus, "rounds": rounds, "rows": rows}, table)
+                  {"machine": box, "cpus": args.cpus, "rounds": rounds, "rows": rows}, table)
     return 0
 
 
