@@ -26,6 +26,7 @@ import openvino as ov
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _common import cpu_model  # noqa: E402
 from converters.quantize import DEFAULT_INT8, Int8Setup, calibration_samples, quantize  # noqa: E402
 from converters.samples import default_photo_dir, load_samples, psnr_db, to_nchw_float, to_u8_hwc  # noqa: E402
 
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": f"{len(calibration)} images ({calib_source})", "rounds": args.rounds,
             "default_setup": DEFAULT_INT8.label,
             "versions": {"openvino": ov.__version__, "nncf": nncf.__version__, "torch": torch.__version__},
-            "cpu": _cpu_model()}
+            "cpu": cpu_model()}
     sink = Sink(args.out, meta)
     weight_sets = []
     if args.weights in ("random", "both"):
@@ -290,16 +291,6 @@ def main(argv: list[str] | None = None) -> int:
               core=core, sink=sink, include_bf16=not args.no_bf16_row)
     print(f"wrote {args.out / 'int8_quality.md'}")
     return 0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

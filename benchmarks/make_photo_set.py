@@ -12,10 +12,16 @@ aspect and resized, saved as JPEG quality 90.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from _common import REPO
+
+sys.path.insert(0, str(REPO))
+from training.data import load_photo  # noqa: E402
 
 # (W, H): phones (4:3, 16:9, portrait), DSLRs (3:2), webcams and scans; mixed on purpose.
 CAMERA_SIZES: tuple[tuple[int, int], ...] = (
@@ -24,12 +30,6 @@ CAMERA_SIZES: tuple[tuple[int, int], ...] = (
     (1200, 1600), (3000, 2000),
 )
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket")
-
-
-def load(name: str) -> np.ndarray:
-    from skimage import data
-
-    return np.ascontiguousarray(getattr(data, name)()[..., :3]).astype(np.uint8)
 
 
 def fit_aspect(rgb: np.ndarray, size: tuple[int, int]) -> Image.Image:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=24)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    sources = {name: load(name) for name in PHOTOS}
+    sources = {name: load_photo(name) for name in PHOTOS}
     for i in range(args.count):
         size = CAMERA_SIZES[i % len(CAMERA_SIZES)]
         name = PHOTOS[i % len(PHOTOS)]

@@ -103,9 +103,9 @@ class Pipeline:
         self._retired: list[tuple[ov.CompiledModel, ov.AsyncInferQueue]] = []
         self._running: dict[int, int] = {}  # id(queue) -> inferences started and not yet called back
         self._running_lock = threading.Lock()  # apart from _infer_lock: callbacks never wait on start_async
-        self.decode_threads, self.encode_threads = stage_threads(config)
-        self._decoders = ThreadPoolExecutor(self.decode_threads, thread_name_prefix="ea-decode")
-        self._encoders = ThreadPoolExecutor(self.encode_threads, thread_name_prefix="ea-encode")
+        decode_threads, encode_threads = stage_threads(config)
+        self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
+        self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
