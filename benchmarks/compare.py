@@ -8,6 +8,8 @@ Experiments:
   streams  THROUGHPUT (2 streams) vs LATENCY (1 stream) with 2 and 1 requests, fixed 512x512
   shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
   threads  decode/encode threads 1 vs 2, fixed 512x512
+  hint     THROUGHPUT vs LATENCY with 1 and 2 requests on the photos at max_side 512 (mixed sizes): the
+           default config's hint
   pinning  THROUGHPUT with CPU pinning auto (on) vs off, on the photos at max_side 512 (mixed sizes: several
            compiled shapes, each with its own pinned streams, share the cores) and at a fixed 512x512
   scaling  THROUGHPUT with 1, 2, 4, 8, 16 streams and auto, LATENCY, pinning off, one decode/encode thread,
@@ -16,8 +18,10 @@ Experiments:
 
 ``--cpus 0-1`` runs every variant pinned to those CPUs (sched_setaffinity before OpenVINO loads; the plugin
 sizes its streams from the affinity mask), which turns a big idle machine into a clean 2-core box.
+``--busy N`` keeps N single-thread spinning processes running for the whole run: a shop PC or kiosk whose
+other programs take a core now and then.
 
-    python benchmarks/compare.py streams [--rounds 2] [--limit 12] [--precision auto] [--cpus 0-1]
+    python benchmarks/compare.py streams [--rounds 2] [--limit 12] [--precision auto] [--cpus 0-1] [--busy 1]
 """
 from __future__ import annotations
 
@@ -64,6 +68,11 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("pinning off, 512x512", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False},
                                   "image": FIXED_512}),
     ],
+    "hint": [
+        ("THROUGHPUT", {"device": {"performance_hint": "THROUGHPUT"}, "image": MAX_512}),
+        ("LATENCY, 1 request", {"device": {"performance_hint": "LATENCY", "num_requests": 1}, "image": MAX_512}),
+        ("LATENCY, 2 requests", {"device": {"performance_hint": "LATENCY", "num_requests": 2}, "image": MAX_512}),
+    ],
     "threads": [
         ("decode 1 / encode 1", {"pipeline": {"decode_threads": 1, "encode_threads": 1}, "image": FIXED_512}),
         ("decode 2 / encode 2", {"pipeline": {"decode_threads": 2, "encode_threads": 2}, "image": FIXED_512}),
@@ -102,27 +111,9 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
             "compile_s_per_image": report["stages_s_per_image"]["compile"]}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--limit", type=int, default=12, help="first N photos")
-    parser.add_argument("--precision", default="auto")
-    parser.add_argument("--model", type=Path, default=None)
-    parser.add_argument("--cpus", default=None, help="pin every variant to these CPUs (taskset syntax: 0-1)")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    variants = EXPERIMENTS[args.experiment]
-    cpus = parse_cpus(args.cpus) if args.cpus else None
-    cores = len(cpus) if cpus else os.cpu_count() or 1
-    variants = [(name, v) for name, v in variants if v.get("device", {}).get("num_streams", 1) <= cores]
-    if args.worker is not None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)  # before openvino is imported by the worker
-        print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
-        return 0
-    model = (args.model or ensure_seeded_ir()).resolve()
+def run_rounds(args: argparse.Namespace, variants: list[tuple[str, dict[str, Any]]],
+               model: Path) -> list[dict[str, Any]]:
+    """Each variant once per round in its own process, the order reversed every other round."""
     rounds: list[dict[str, Any]] = []
     for r in range(args.rounds):
         row: dict[str, Any] = {}
@@ -135,6 +126,38 @@ def main() -> int:
             row[name] = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
         rounds.append(row)
+    return rounds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=12, help="first N photos")
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--cpus", default=None, help="pin every variant to these CPUs (taskset syntax: 0-1)")
+    parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running alongside (other load)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    variants = EXPERIMENTS[args.experiment]
+    cpus = parse_cpus(args.cpus) if args.cpus else None
+    cores = len(cpus) if cpus else os.cpu_count() or 1
+    variants = [(name, v) for name, v in variants if v.get("device", {}).get("num_streams", 1) <= cores]
+    if args.worker is not None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)  # before openvino is imported by the worker
+        print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
+        return 0
+    model = (args.model or ensure_seeded_ir()).resolve()
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        rounds = run_rounds(args, variants, model)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
     base = variants[0][0]
     rows = []
     for name, _ in variants:
@@ -147,12 +170,12 @@ def main() -> int:
                      "peak RSS MB": median([rd[name]["peak_rss_mb"] for rd in rounds]),
                      "compile s/img": median([rd[name]["compile_s_per_image"] for rd in rounds]),
                      "streams/requests": f"{first['streams']}/{first['requests']}", "precision": first["precision"]})
-    pinned = f", pinned to CPUs {args.cpus}" if args.cpus else ""
+    pinned = (f", pinned to CPUs {args.cpus}" if args.cpus else "") + (f", {args.busy} busy" if args.busy else "")
     box = machine()
     table = (f"experiment {args.experiment}: {args.limit} photos from {args.photos}, {args.rounds} alternating "
              f"rounds, precision {args.precision}{pinned}, {box['cpu_model']}\n\n"
              + markdown_table(rows, list(rows[0])))
-    suffix = f"_cpus{args.cpus}" if args.cpus else ""
+    suffix = (f"_cpus{args.cpus}" if args.cpus else "") + (f"_busy{args.busy}" if args.busy else "")
     write_results(f"compare_{args.experiment}_{args.precision}{suffix}",
                   {"machine": box, "cpus": args.cpus, "rounds": rounds, "rows": rows}, table)
     return 0
