@@ -69,6 +69,8 @@ SETUPS: dict[str, Int8Setup] = {
     "mixed-norm-first-last-upsample": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "upsample")),
     "mixed-norm-first-last-depthwise": Int8Setup(preset="mixed",
                                                  ignore=("norm", "first_conv", "last_conv", "depthwise")),
+    "mixed-norm-first-last-minmax": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"),
+                                              range_estimator="MINMAX"),
 }
 
 

@@ -56,7 +56,7 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-size", type=_hw, action="append", metavar="HxW",
                         help="verification size, repeatable (default: 256x256 and 352x480)")
     parser.add_argument("--floor-db", type=float, default=None,
-                        help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 30)")
+                        help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 35; int8 also vs the FP32 IR on the photos)")
     parser.add_argument("--style", help="word used for {style} in output names (default: the name)")
 
 
@@ -85,8 +85,11 @@ def run_convert(args: argparse.Namespace) -> int:
           f"(floor {check['floor_db']} dB); side by side: {folder / str(check['side_by_side'])}")
     if "quantization" in manifest:
         q = manifest["quantization"]
-        print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, {q['calibration_images']} "
-              f"calibration images; PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
+        print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, ranges "
+              f"{q.get('range_estimator') or 'NNCF default'}, {q['calibration_images']} calibration images; "
+              f"PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
+        for tried in q.get("candidates", [])[:-1]:
+            print(f"int8: tried first: {tried['setup']}: min {tried['min_db']:.2f} dB ({tried['worst_image']})")
     return 0
 
 

@@ -16,7 +16,8 @@ from edge_anime.errors import UserError
 from edge_anime.models import sha256_file
 
 from .manifest import build_manifest, write_manifest
-from .quantize import CALIBRATION_COUNT, DEFAULT_INT8, Int8Setup, calibration_samples, quantize
+from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8
+from .samples import default_photo_dir, load_samples
 from .sources import Source, load_source
 from .verify import DEFAULT_SIZES_HW, FLOORS_DB, verify_ir
 
@@ -38,11 +39,13 @@ class ConversionError(UserError):
 def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_dir: Path | None = None,
             upsample_align: bool | None = None, verify_dir: Path | None = None, floor_db: float | None = None,
             verify_limit: int | None = None, calib_count: int = CALIBRATION_COUNT,
-            int8_setup: Int8Setup = DEFAULT_INT8, style: str | None = None,
+            int8_setups: tuple[Int8Setup, ...] = INT8_CANDIDATES, style: str | None = None,
             verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW) -> Path:
     """Convert ``source`` into ``output_dir/name/`` and return that folder.
 
-    ``floor_db`` overrides the precision's PSNR floor against the source framework (FLOORS_DB). Raises a
+    ``floor_db`` overrides the precision's PSNR floor against the source framework (FLOORS_DB); for int8 it
+    also gates the quantization against the FP32 IR on the photos (``choose_int8``), and int8 verifies on
+    the calibration photos unless ``verify_dir`` says otherwise: its floor is about photos. Raises a
     ``UserError`` subclass (SourceError, ConversionError) with the reason; nothing is left behind on failure.
     """
     if precision not in PRECISIONS:
@@ -56,7 +59,7 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
     work.chmod(FOLDER_MODE & ~_umask())  # mkdtemp makes 0700; an installed model is readable like any folder
     try:
         _build(work, loaded, float_model, name=name, style=style, precision=precision, calib_dir=calib_dir,
-               calib_count=calib_count, int8_setup=int8_setup, verify_dir=verify_dir, verify_limit=verify_limit,
+               calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir, verify_limit=verify_limit,
                floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw)
         target = output_dir / name
         replace_dir(work, target)
@@ -67,7 +70,7 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
 
 
 def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: str | None, precision: str,
-           calib_dir: Path | None, calib_count: int, int8_setup: Int8Setup, verify_dir: Path | None,
+           calib_dir: Path | None, calib_count: int, int8_setups: tuple[Int8Setup, ...], verify_dir: Path | None,
            verify_limit: int | None, floor_db: float, sizes: tuple[tuple[int, int], ...]) -> None:
     from .ir import save_ir, with_u8_io
     from .verify import VerificationError
@@ -76,16 +79,27 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
     quantization: dict[str, Any] | None = None
     if precision == "int8":
         calibration, calib_source = calibration_samples(calib_dir, count=calib_count)
-        model = quantize(float_model, calibration, setup=int8_setup, **layouts)
-        quantization = {**int8_setup.to_manifest(), "calibration_images": len(calibration),
-                        "calibration_source": calib_source}
+        photo_dir = calib_dir if calib_dir is not None else default_photo_dir()
+        verify_dir = verify_dir if verify_dir is not None else photo_dir
+        validation = [sample for size in sizes for sample in load_samples(verify_dir, size_hw=size, limit=verify_limit)]
+        choice = choose_int8(float_model, calibration, validation, floor_db=floor_db, candidates=int8_setups,
+                             **layouts)
+        if choice.min_db < floor_db:
+            tried = "; ".join(f"{t['setup']}: min {t['min_db']:.2f} dB ({t['worst_image']})" for t in choice.tried)
+            raise ConversionError(
+                f"{loaded.path} -> int8: verification failed: against the FP32 IR on {len(validation)} "
+                f"{'photos' if verify_dir else 'synthetic images'} the best setup's min PSNR "
+                f"{choice.min_db:.2f} dB is below the floor {floor_db:.1f} dB (tried {tried}); keep fp16, "
+                f"or give --floor-db to accept less")
+        model = choice.model
+        quantization = {**choice.setup.to_manifest(), "calibration_images": len(calibration),
+                        "calibration_source": calib_source, "candidates": choice.tried,
+                        "psnr_vs_fp32_db": {"min": round(choice.min_db, 2), "mean": round(choice.mean_db, 2)}}
     else:
         model = with_u8_io(float_model, **layouts)
     xml, bin_path = save_ir(model, work, compress_to_fp16=precision == "fp16")
     verify_args: dict[str, Any] = {"sample_dir": verify_dir, "sizes_hw": sizes, "limit": verify_limit}
     try:
-        if quantization is not None:
-            quantization["psnr_vs_fp32_db"] = _int8_vs_fp32(work, xml, float_model, layouts, verify_args)
         result = verify_ir(xml, loaded.reference_fn(), reference_name=loaded.reference_name, floor_db=floor_db,
                            png_dir=work, **verify_args)
     except VerificationError as exc:
@@ -96,30 +110,6 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
                               source_sha256=sha256_file(loaded.path), xml=xml, bin_path=bin_path,
                               verification=result, quantization=quantization)
     write_manifest(work, manifest)
-
-
-def _int8_vs_fp32(work: Path, int8_xml: Path, float_model: Any, layouts: dict[str, str],
-                  verify_args: dict[str, Any]) -> dict[str, float]:
-    """INT8 IR against the FP32 IR on the verification images (reported, not gated: the gate is vs torch)."""
-    import openvino as ov
-
-    from .ir import with_u8_io
-    from .verify import VERIFY_CONFIG, verify_ir
-
-    core = ov.Core()
-    fp32 = with_u8_io(float_model.clone(), **layouts)
-    compiled: dict[tuple[int, int], Any] = {}
-
-    def reference(rgb: Any) -> Any:
-        size = rgb.shape[:2]
-        if size not in compiled:
-            static = fp32.clone()
-            static.reshape({static.input(0): ov.PartialShape([1, size[0], size[1], 3])})
-            compiled[size] = core.compile_model(static, "CPU", VERIFY_CONFIG)
-        return compiled[size](rgb[None])[0][0]
-
-    result = verify_ir(int8_xml, reference, reference_name="fp32 IR", floor_db=0.0, **verify_args)
-    return result.to_manifest()["psnr_db"]
 
 
 def replace_dir(new: Path, target: Path) -> None:

@@ -1,14 +1,16 @@
 """INT8 post-training quantization with NNCF, calibrated on photos.
 
-``DEFAULT_INT8`` was chosen by measurement (``benchmarks/int8_quality.py``, issue 6 item 4): MIXED, with
-GroupNormalization and the first and last convolutions left in float. On the 31 shared photos, PSNR vs FP32
-min / mean and speed vs f32 at 512x512:
-- the bundled toon model (trained weights, 2026-11-30): 27.3 / 40.9 dB at 5.6x, 30 of 31 photos >= 35 dB
-  (plain MIXED 25.4 / 36.5, 6 photos under 35; GroupNorm alone in float 26.5 / 38.5 at 5.8x; PERFORMANCE
-  with GroupNorm in float 27.1 / 37.1);
-- seeded-random weights: 29.3 / 33.4 dB at 2.9x (GroupNorm alone 29.4 / 33.5 at 3.6x, plain MIXED 27.7 /
-  31.7). No plain PTQ setup reached 35 dB on random weights; keeping the whole decoder tail in float gives a
-  36 dB mean but only 1.7x.
+``choose_int8`` quantizes with each of ``INT8_CANDIDATES`` in turn and keeps the first whose worst
+validation photo holds the floor against the float model: the order and the candidates were chosen by
+measurement (``benchmarks/int8_quality.py``, issue 6 item 4). Both are MIXED with GroupNormalization and the
+first and last convolutions left in float; they differ in how activation ranges are set. On the 31 shared
+photos, PSNR vs FP32 min / mean:
+- the bundled toon model (trained weights): MINMAX ranges 35.8 / 38.6 dB, every photo >= 35 dB; calibrated
+  on half the photos, the held-out half scored 35.6 / 38.8. NNCF's default ranges (means of per-image
+  extremes) 27.3 / 40.9: better on average, but a bright photo (scene_16) whose activations exceed the
+  calibration average is clipped everywhere and its whole picture shifts by ~12 levels.
+- seeded-random weights: default ranges 29.3 / 33.4 dB, MINMAX 29.8 / 31.0: no plain PTQ setup reached
+  35 dB on random weights (keeping the whole decoder tail in float gives a 36 dB mean but only 1.7x f32).
 Trained weights quantize far better than random ones (smoother activation ranges). ``Int8Setup`` names every
 knob the study turned, so the manifest records exactly what produced an IR.
 
@@ -81,7 +83,84 @@ class Int8Setup:
         return data
 
 
-DEFAULT_INT8 = Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"))
+# Tried in this order by ``choose_int8``: MINMAX ranges never clip a photo like the calibration ones, at a
+# coarser step; NNCF's default ranges give finer steps and a better mean, for models whose photos all fit.
+INT8_CANDIDATES: tuple[Int8Setup, ...] = (
+    Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"), range_estimator="MINMAX"),
+    Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv")),
+)
+DEFAULT_INT8 = INT8_CANDIDATES[0]
+
+
+@dataclass
+class Int8Choice:
+    """What ``choose_int8`` kept, and every candidate it measured on the way (for the manifest)."""
+
+    model: ov.Model
+    setup: Int8Setup
+    scores: list[float]  # PSNR vs the float model per validation image, dB
+    tried: list[dict[str, Any]]
+
+    @property
+    def min_db(self) -> float:
+        return min(self.scores)
+
+    @property
+    def mean_db(self) -> float:
+        return float(np.mean(self.scores))
+
+
+def psnr_vs_float(float_model: ov.Model, candidates: list[ov.Model], validation: list[Sample], *,
+                  layout: str = "NCHW", output_layout: str | None = None) -> list[list[float]]:
+    """PSNR (dB, u8 space) of each u8-wrapped candidate against the float model, per validation image.
+
+    Everything is compiled at f32 so the figure is the quantization's alone (bf16 would add its own ~48 dB).
+    """
+    from .ir import with_static_hw
+    from .samples import psnr_db
+    from .verify import VERIFY_CONFIG
+
+    core = ov.Core()
+    reference = with_u8_io(float_model.clone(), layout=layout, output_layout=output_layout)
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for index, sample in enumerate(validation):
+        by_size.setdefault(tuple(sample.rgb.shape[:2]), []).append(index)  # type: ignore[arg-type]
+    scores = [[0.0] * len(validation) for _ in candidates]
+    for size, indices in by_size.items():
+        ref = core.compile_model(with_static_hw(reference, size), "CPU", VERIFY_CONFIG)
+        expected = [ref(validation[i].rgb[None])[0][0] for i in indices]
+        for row, model in zip(scores, candidates):
+            compiled = core.compile_model(with_static_hw(model, size), "CPU", VERIFY_CONFIG)
+            for i, want in zip(indices, expected):
+                row[i] = psnr_db(compiled(validation[i].rgb[None])[0][0], want)
+    return scores
+
+
+def choose_int8(float_model: ov.Model, calibration: list[Sample], validation: list[Sample], *, floor_db: float,
+                candidates: tuple[Int8Setup, ...] = INT8_CANDIDATES, layout: str = "NCHW",
+                output_layout: str | None = None) -> Int8Choice:
+    """Quantize with each candidate in order; keep the first whose worst validation image holds ``floor_db``
+    against the float model, else the one with the best worst image (the caller decides whether to fail).
+
+    One setup cannot serve every model: which range estimator wins depends on how a model's activations
+    spread across photos, so it is measured per model, on photos, at convert time.
+    """
+    if not candidates or not validation:
+        raise ValueError("choose_int8 needs at least one candidate setup and one validation image")
+    best: Int8Choice | None = None
+    tried: list[dict[str, Any]] = []
+    for setup in candidates:
+        model = quantize(float_model, calibration, setup=setup, layout=layout, output_layout=output_layout)
+        scores = psnr_vs_float(float_model, [model], validation, layout=layout, output_layout=output_layout)[0]
+        worst = min(range(len(scores)), key=scores.__getitem__)
+        tried.append({"setup": setup.label, "min_db": round(scores[worst], 2),
+                      "mean_db": round(float(np.mean(scores)), 2), "worst_image": validation[worst].name})
+        if best is None or scores[worst] > best.min_db:
+            best = Int8Choice(model, setup, scores, tried)
+        if scores[worst] >= floor_db:
+            break
+    assert best is not None
+    return best
 
 
 def calibration_samples(folder: Path | None, *, count: int = CALIBRATION_COUNT,

@@ -14,7 +14,8 @@ import openvino as ov  # noqa: E402
 from converters.convert import convert  # noqa: E402
 from converters.generator import seeded_random_generator  # noqa: E402
 from converters.ir import torch_to_float_ov  # noqa: E402
-from converters.quantize import DEFAULT_INT8, Int8Setup, ignored_scope  # noqa: E402
+from converters.quantize import DEFAULT_INT8, INT8_CANDIDATES, Int8Setup, choose_int8, ignored_scope  # noqa: E402
+from converters.samples import synthetic_images  # noqa: E402
 from edge_anime.cli import main  # noqa: E402
 from edge_anime.errors import EXIT_CONFIG  # noqa: E402
 from edge_anime.models import load_model_info  # noqa: E402
@@ -39,6 +40,8 @@ def test_int8_converts_and_manifest_records_the_setup(int8_folder: Path) -> None
     assert q["preset"] == DEFAULT_INT8.preset and q["ignore"] == list(DEFAULT_INT8.ignore)
     assert q["calibration_images"] == CALIB_COUNT and q["calibration_source"]
     assert q["psnr_vs_fp32_db"]["min"] > 20 and q["psnr_vs_torch_db"] == info.manifest["verification"]["psnr_db"]
+    kept = q["candidates"][-1]  # the first setup that held the floor ends the search
+    assert kept["min_db"] == q["psnr_vs_fp32_db"]["min"] >= TEST_FLOOR_DB
     assert info.manifest["verification"]["floor_db"] == TEST_FLOOR_DB
     ops = {op.get_type_name() for op in ov.Core().read_model(info.xml).get_ops()}
     assert "FakeQuantize" in ops  # really quantized, not a float IR with an int8 label
@@ -68,3 +71,15 @@ def test_setup_label_and_manifest_are_stable() -> None:
     setup = Int8Setup(preset="performance", ignore=("first_conv",), fast_bias_correction=False)
     assert setup.label == "performance ignore=first_conv full-bias-corr"
     assert setup.to_manifest()["ignore"] == ["first_conv"]
+
+
+def test_choose_int8_keeps_the_first_setup_that_holds_the_floor_and_reports_every_try() -> None:
+    model = torch_to_float_ov(seeded_random_generator(0))
+    calibration = synthetic_images(size_hw=(64, 64), count=4)
+    validation = synthetic_images(size_hw=(64, 64), count=2)
+    lenient = choose_int8(model, calibration, validation, floor_db=0.0)
+    assert lenient.setup == INT8_CANDIDATES[0] and len(lenient.tried) == 1
+    strict = choose_int8(model, calibration, validation, floor_db=99.0)  # nothing holds: all tried, best kept
+    assert [t["setup"] for t in strict.tried] == [c.label for c in INT8_CANDIDATES]
+    assert round(strict.min_db, 2) == max(t["min_db"] for t in strict.tried) < 99.0
+    assert {t["worst_image"] for t in strict.tried} <= {s.name for s in validation}
