@@ -11,8 +11,11 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,19 @@ def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, folder)
     return folder
+
+
+@contextmanager
+def other_load(processes: int) -> Iterator[None]:
+    """``processes`` single-thread spinning processes for the duration: the shop PC or kiosk whose other
+    programs take a core now and then, made repeatable (``--busy N`` in the scripts)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def machine() -> dict[str, Any]:

@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, write_results
+from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, other_load,
+                     write_results)
 
 FIXED_512 = {"resize": "fixed", "fixed": "512x512"}
 MAX_512 = {"resize": "max_side", "max_side": 512}
@@ -46,6 +47,8 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "shapes": [
         ("static, cache 4", {"device": {"shape_policy": "static", "shape_cache_size": 4}, "image": MAX_512}),
         ("static, cache 16", {"device": {"shape_policy": "static", "shape_cache_size": 16}, "image": MAX_512}),
+        ("static, cache 16, 16 GB", {"device": {"shape_policy": "static", "shape_cache_size": 16,
+                                                "shape_cache_mb": 16384}, "image": MAX_512}),
         ("static, cache 1", {"device": {"shape_policy": "static", "shape_cache_size": 1}, "image": MAX_512}),
         ("dynamic", {"device": {"shape_policy": "dynamic"}, "image": MAX_512}),
     ],
@@ -151,13 +154,8 @@ def main() -> int:
         print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
         return 0
     model = (args.model or ensure_seeded_ir()).resolve()
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
+    with other_load(args.busy):
         rounds = run_rounds(args, variants, model)
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
     base = variants[0][0]
     rows = []
     for name, _ in variants:

@@ -10,7 +10,7 @@ Each side runs in its own process (so neither's thread pools or memory touch the
 alternate for ``--rounds`` rounds, and the ratio is taken per round: load from other processes on the shared
 box hits both alike. Each side gets one untimed warm-up pass (shapes compiled, TorchScript profiled).
 
-    python benchmarks/vs_pytorch.py [--rounds 2] [--photos DIR] [--int8 MODEL_DIR] [--limit N]
+    python benchmarks/vs_pytorch.py [--rounds 2] [--photos DIR] [--int8 MODEL_DIR] [--limit N] [--busy 1]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, SEED, ensure_seeded_ir, machine, markdown_table, median,
-                     write_results)
+                     other_load, write_results)
 
 MAX_SIDE_PX = 512
 MULTIPLE = 8
@@ -128,6 +128,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N photos")
     parser.add_argument("--model", type=Path, default=None, help="fp32 model folder (default: seeded-random IR)")
     parser.add_argument("--int8", type=Path, default=None, help="an INT8 model folder of the same weights")
+    parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running alongside (other load)")
     parser.add_argument("--worker", choices=("torch", "ov"), help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -150,15 +151,16 @@ def main() -> int:
         variants.append(("openvino int8", ["--model", str(int8), "--precision", "auto"]))
     common = ["--photos", str(args.photos)] + (["--limit", str(args.limit)] if args.limit else [])
     rounds: list[dict[str, Any]] = []
-    for r in range(args.rounds):
-        row: dict[str, Any] = {}
-        order = [("pytorch", ["--worker", "torch"])] + [(n, ["--worker", "ov", *a]) for n, a in variants]
-        if r % 2:
-            order.reverse()
-        for name, extra in order:
-            row[name] = spawn(extra + common)
-            print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
-        rounds.append(row)
+    with other_load(args.busy):
+        for r in range(args.rounds):
+            row: dict[str, Any] = {}
+            order = [("pytorch", ["--worker", "torch"])] + [(n, ["--worker", "ov", *a]) for n, a in variants]
+            if r % 2:
+                order.reverse()
+            for name, extra in order:
+                row[name] = spawn(extra + common)
+                print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
+            rounds.append(row)
     table_rows = []
     for name, _ in [("pytorch", [])] + variants:
         ratios = [rd[name]["images_per_s"] / rd["pytorch"]["images_per_s"] for rd in rounds]
@@ -169,9 +171,10 @@ def main() -> int:
                            "peak RSS MB": median([rd[name]["peak_rss_mb"] for rd in rounds]),
                            "precision": rounds[0][name].get("precision", "f32")})
     table = (f"{len(files)} photos from {args.photos}, long side {MAX_SIDE_PX}, JPEG q{JPEG_QUALITY}, "
-             f"{args.rounds} alternating rounds\n\n"
+             f"{args.rounds} alternating rounds{f', {args.busy} busy processes alongside' if args.busy else ''}\n\n"
              + markdown_table(table_rows, list(table_rows[0])))
-    write_results("vs_pytorch", {"machine": machine(), "photos": len(files), "rounds": rounds, "table": table_rows},
+    write_results("vs_pytorch" + (f"_busy{args.busy}" if args.busy else ""),
+                  {"machine": machine(), "photos": len(files), "busy": args.busy, "rounds": rounds, "table": table_rows},
                   table)
     return 0
 
