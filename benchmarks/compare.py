@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, other_load,
-                     write_results)
+                     product_environment, write_results)
 
 FIXED_512 = {"resize": "fixed", "fixed": "512x512"}
 MAX_512 = {"resize": "max_side", "max_side": 512}
@@ -125,7 +125,7 @@ def run_rounds(args: argparse.Namespace, variants: list[tuple[str, dict[str, Any
             out = subprocess.run([sys.executable, __file__, args.experiment, "--worker", name, "--model", str(model),
                                   "--photos", str(args.photos), "--limit", str(args.limit), "--precision",
                                   args.precision, *(["--cpus", args.cpus] if args.cpus else [])],
-                                 check=True, capture_output=True, text=True)
+                                 check=True, capture_output=True, text=True, env=product_environment())
             row[name] = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
         rounds.append(row)

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, write_results
+from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, product_environment,
+                     write_results)
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("512x512 THROUGHPUT auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": {"resize": "fixed", "fixed": "512x512"}}),
@@ -71,7 +72,8 @@ def main() -> int:
     rows = []
     for label, _ in CASES:
         out = subprocess.run([sys.executable, __file__, "--worker", label, "--model", str(model), "--photos",
-                              str(args.photos), "--limit", str(args.limit)], check=True, capture_output=True, text=True)
+                              str(args.photos), "--limit", str(args.limit)], check=True, capture_output=True, text=True,
+                             env=product_environment())
         row = {"case": label, **json.loads(out.stdout.strip().splitlines()[-1])}
         print(row, flush=True)
         rows.append(row)

@@ -1,5 +1,7 @@
 """(b) Our whole pipeline's images/s vs ``benchmark_app -hint throughput`` (inference only) on the same IR and shape.
 
+Both sides run in the environment ``edge-anime`` gives itself (``_common.product_environment``: glibc's
+huge-page tunable where supported), so neither gets the 10-24 % that huge pages are worth alone.
 ``benchmark_app`` is OpenVINO's own ceiling: random tensors, no files, no decode or encode. Our side decodes
 the real photos, resizes each to exactly 512x512 (``image.resize: fixed``, so every inference has the shape
 benchmark_app uses), infers through the pipeline, encodes JPEG and writes atomically. Both use the
@@ -19,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, write_results
+from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median,
+                     product_environment, write_results)
 
 SIZE_HW = (512, 512)
 THROUGHPUT_RE = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
@@ -31,7 +34,7 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
            "-shape", f"[1,{SIZE_HW[0]},{SIZE_HW[1]},3]"]
     if precision != "auto":
         cmd += ["-infer_precision", precision]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=product_environment()).stdout
     match = THROUGHPUT_RE.search(out)
     if match is None:
         raise RuntimeError(f"no 'Throughput: N FPS' in benchmark_app output:\n{out[-2000:]}")
@@ -43,7 +46,7 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
 def ours(xml: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
     args = [sys.executable, __file__, "--worker", "--model", str(xml.parent), "--precision", precision,
             "--photos", str(photos)] + (["--limit", str(limit)] if limit else [])
-    out = subprocess.run(args, capture_output=True, text=True)
+    out = subprocess.run(args, capture_output=True, text=True, env=product_environment())
     if out.returncode != 0:
         raise RuntimeError(f"pipeline worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

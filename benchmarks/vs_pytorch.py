@@ -10,12 +10,18 @@ Each side runs in its own process (so neither's thread pools or memory touch the
 alternate for ``--rounds`` rounds, and the ratio is taken per round: load from other processes on the shared
 box hits both alike. Each side gets one untimed warm-up pass (shapes compiled, TorchScript profiled).
 
+Environments: our side runs as ``edge-anime`` runs, with glibc's huge-page tunable where the box supports
+it (``edge_anime.host.huge_pages_environment``); the f32 row is repeated without it, so its share shows.
+PyTorch runs as the write-up ran it (glibc defaults) unless ``--torch-huge-pages`` gives it the same.
+
     python benchmarks/vs_pytorch.py [--rounds 2] [--photos DIR] [--int8 MODEL_DIR] [--limit N] [--busy 1]
+                                      [--torch-huge-pages]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -25,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, SEED, ensure_seeded_ir, machine, markdown_table, median,
-                     other_load, write_results)
+                     other_load, product_environment, write_results)
 
 MAX_SIDE_PX = 512
 MULTIPLE = 8
@@ -114,8 +120,8 @@ def ov_worker(files: list[Path], model_dir: Path, precision: str) -> dict[str, A
             "streams": eff.get("NUM_STREAMS"), "stages_s_per_image": report["stages_s_per_image"]}
 
 
-def spawn(args: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+def spawn(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -128,6 +134,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N photos")
     parser.add_argument("--model", type=Path, default=None, help="fp32 model folder (default: seeded-random IR)")
     parser.add_argument("--int8", type=Path, default=None, help="an INT8 model folder of the same weights")
+    parser.add_argument("--torch-huge-pages", action="store_true", help="PyTorch gets the huge-page tunable too")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running alongside (other load)")
     parser.add_argument("--worker", choices=("torch", "ov"), help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
@@ -145,24 +152,30 @@ def main() -> int:
     model = (args.model or ensure_seeded_ir()).resolve()
     int8 = args.int8.resolve() if args.int8 else None
     ensure_torchscript()
-    variants: list[tuple[str, list[str]]] = [("openvino f32", ["--model", str(model), "--precision", "f32"]),
-                                             ("openvino auto", ["--model", str(model), "--precision", "auto"])]
+    plain = dict(os.environ)
+    product = product_environment()
+    variants: list[tuple[str, list[str], dict[str, str]]] = [
+        ("openvino f32", ["--model", str(model), "--precision", "f32"], product),
+        ("openvino f32, glibc default pages", ["--model", str(model), "--precision", "f32"], plain),
+        ("openvino auto", ["--model", str(model), "--precision", "auto"], product)]
     if int8:
-        variants.append(("openvino int8", ["--model", str(int8), "--precision", "auto"]))
+        variants.append(("openvino int8", ["--model", str(int8), "--precision", "auto"], product))
+    torch_env = product if args.torch_huge_pages else plain
     common = ["--photos", str(args.photos)] + (["--limit", str(args.limit)] if args.limit else [])
     rounds: list[dict[str, Any]] = []
     with other_load(args.busy):
         for r in range(args.rounds):
             row: dict[str, Any] = {}
-            order = [("pytorch", ["--worker", "torch"])] + [(n, ["--worker", "ov", *a]) for n, a in variants]
+            order = [("pytorch", ["--worker", "torch"], torch_env)] + [(n, ["--worker", "ov", *a], e)
+                                                                      for n, a, e in variants]
             if r % 2:
                 order.reverse()
-            for name, extra in order:
-                row[name] = spawn(extra + common)
+            for name, extra, env in order:
+                row[name] = spawn(extra + common, env)
                 print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
             rounds.append(row)
     table_rows = []
-    for name, _ in [("pytorch", [])] + variants:
+    for name in ["pytorch"] + [n for n, _, _ in variants]:
         ratios = [rd[name]["images_per_s"] / rd["pytorch"]["images_per_s"] for rd in rounds]
         table_rows.append({"pipeline": name, "images/s (median)": median([rd[name]["images_per_s"] for rd in rounds]),
                            "x pytorch (median of per-round ratios)": median(ratios),
@@ -171,9 +184,10 @@ def main() -> int:
                            "peak RSS MB": median([rd[name]["peak_rss_mb"] for rd in rounds]),
                            "precision": rounds[0][name].get("precision", "f32")})
     table = (f"{len(files)} photos from {args.photos}, long side {MAX_SIDE_PX}, JPEG q{JPEG_QUALITY}, "
-             f"{args.rounds} alternating rounds{f', {args.busy} busy processes alongside' if args.busy else ''}\n\n"
+             f"{args.rounds} alternating rounds{f', {args.busy} busy processes alongside' if args.busy else ''}"
+             f"{', PyTorch with huge pages too' if args.torch_huge_pages else ''}\n\n"
              + markdown_table(table_rows, list(table_rows[0])))
-    write_results("vs_pytorch" + (f"_busy{args.busy}" if args.busy else ""),
+    write_results("vs_pytorch" + (f"_busy{args.busy}" if args.busy else "") + ("_torchhp" if args.torch_huge_pages else ""),
                   {"machine": machine(), "photos": len(files), "busy": args.busy, "rounds": rounds, "table": table_rows},
                   table)
     return 0

@@ -1,6 +1,4 @@
 """`python -m edge_anime ...` works the same as the `edge-anime` script."""
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -187,7 +187,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"{eff.get('INFERENCE_NUM_THREADS')}  precision {eff.get('INFERENCE_PRECISION_HINT')}  requests "
         f"{report['plugin']['num_requests']}  pinning {eff.get('ENABLE_CPU_PINNING')}  shapes "
         f"{report['plugin']['shape_policy']} ({', '.join(report['compiled_shapes']) or 'dynamic'})",
-        f"start    engine ready in {report['engine_startup_s']:.2f} s",
+        f"start    engine ready in {report['engine_startup_s']:.2f} s   huge pages "
+        f"{'on' if report['plugin'].get('huge_pages') else 'off'}",
         "stage    " + "  ".join(f"{s} {per[s] * 1000:.0f}" for s in STAGES) + "   (ms per image; "
         "infer overlaps the other stages)",
     ]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
+from .host import huge_pages_environment
 
 # command -> (module, add-arguments function, run function, one-line help). Modules are imported only to
 # build their own sub-parser; the converters' module imports torch inside its run functions only.
@@ -67,5 +69,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-if __name__ == "__main__":
+# Commands that run inference; only they restart themselves for huge pages (see ``entry``).
+INFERENCE_COMMANDS = frozenset({"run", "stylize", "bench", "tune"})
+
+
+def entry() -> None:
+    """The console script and ``python -m edge_anime``: for an inference command, restart once with glibc's
+    huge-page tunable (``host.huge_pages_environment``: 10-24 % faster f32 inference), then ``main``.
+
+    ``main`` itself never re-executes, so tests and embedders that call it get exactly their process.
+    The restart is an exec (same PID, so systemd's notify and signals are unaffected) made before any
+    heavy import; ``EDGE_ANIME_HUGE_PAGES=0`` turns it off.
+    """
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command in INFERENCE_COMMANDS:
+        env = huge_pages_environment()
+        if env is not None:
+            os.execve(sys.executable, [sys.executable, "-m", "edge_anime", *sys.argv[1:]], env)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -23,6 +23,7 @@ import openvino as ov
 
 from .config import DeviceSection
 from .errors import ModelError
+from .host import huge_pages_on
 from .imaging.geometry import estimate_inference_mb
 from .models import ModelInfo
 
@@ -316,16 +317,17 @@ class Engine:
             "num_requests": self.num_requests,
             "precision_note": self.precision_note(),
             "ignored": self.ignored(),
+            "huge_pages": huge_pages_on(),
         }
 
     def _log_choice(self) -> None:
         eff = self.effective
         log.info(
             "engine: %s on %s: hint=%s streams=%s threads=%s precision=%s requests=%d pinning=%s "
-            "shapes=%s cache=%s",
+            "shapes=%s cache=%s huge_pages=%s",
             self.model_info.name, self.device.name, eff.get("PERFORMANCE_HINT"), eff.get("NUM_STREAMS"),
             eff.get("INFERENCE_NUM_THREADS"), eff.get("INFERENCE_PRECISION_HINT"), self.num_requests,
-            eff.get("ENABLE_CPU_PINNING"), self.device.shape_policy, self.device.cache_dir,
+            eff.get("ENABLE_CPU_PINNING"), self.device.shape_policy, self.device.cache_dir, huge_pages_on(),
         )
         for note in self.ignored():
             log.warning("engine: %s", note)
