@@ -8,6 +8,8 @@ Experiments:
   streams  THROUGHPUT (2 streams) vs LATENCY (1 stream) with 2 and 1 requests, fixed 512x512
   shapes   static with shape cache 4 / 1 vs dynamic, on the photos at max_side 512 (mixed sizes)
   threads  decode/encode threads 1 vs 2, fixed 512x512
+  pages    huge pages (the environment edge-anime runs in) vs glibc's default pages, fixed 512x512 and
+           mixed sizes
   hint     THROUGHPUT vs LATENCY with 1 and 2 requests on the photos at max_side 512 (mixed sizes): the
            default config's hint
   pinning  THROUGHPUT with CPU pinning auto (on) vs off, on the photos at max_side 512 (mixed sizes: several
@@ -71,6 +73,12 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("pinning off, 512x512", {"device": {"performance_hint": "THROUGHPUT", "enable_cpu_pinning": False},
                                   "image": FIXED_512}),
     ],
+    "pages": [
+        ("huge pages, 512x512", {"image": FIXED_512}),
+        ("default pages, 512x512", {"image": FIXED_512, "_pages": "default"}),
+        ("huge pages, mixed sizes", {"image": MAX_512}),
+        ("default pages, mixed sizes", {"image": MAX_512, "_pages": "default"}),
+    ],
     "hint": [
         ("THROUGHPUT", {"device": {"performance_hint": "THROUGHPUT"}, "image": MAX_512}),
         ("LATENCY, 1 request", {"device": {"performance_hint": "LATENCY", "num_requests": 1}, "image": MAX_512}),
@@ -102,6 +110,8 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
                            "device": {"cache_dir": str(RESULTS_DIR / "ovcache"), "inference_precision": precision},
                            "output": {"quality": 92}}
     for section, values in overrides.items():
+        if section.startswith("_"):  # how the worker process is started, not config
+            continue
         raw.setdefault(section, {}).update(values)
     config = parse_config(raw, base_dir=REPO)
     files = input_files(photos, config.watch.extensions)[:limit]
@@ -122,10 +132,12 @@ def run_rounds(args: argparse.Namespace, variants: list[tuple[str, dict[str, Any
         row: dict[str, Any] = {}
         order = [name for name, _ in variants]
         for name in order if r % 2 == 0 else reversed(order):
+            pages = dict(variants)[name].get("_pages")
+            env = dict(os.environ) if pages == "default" else product_environment()
             out = subprocess.run([sys.executable, __file__, args.experiment, "--worker", name, "--model", str(model),
                                   "--photos", str(args.photos), "--limit", str(args.limit), "--precision",
                                   args.precision, *(["--cpus", args.cpus] if args.cpus else [])],
-                                 check=True, capture_output=True, text=True, env=product_environment())
+                                 check=True, capture_output=True, text=True, env=env)
             row[name] = json.loads(out.stdout.strip().splitlines()[-1])
             print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
         rounds.append(row)

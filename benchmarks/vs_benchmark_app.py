@@ -1,7 +1,8 @@
 """(b) Our whole pipeline's images/s vs ``benchmark_app -hint throughput`` (inference only) on the same IR and shape.
 
 Both sides run in the environment ``edge-anime`` gives itself (``_common.product_environment``: glibc's
-huge-page tunable where supported), so neither gets the 10-24 % that huge pages are worth alone.
+huge-page tunable where supported), so neither gets the 10-24 % that huge pages are worth alone;
+``--glibc-default-pages`` runs both without it.
 ``benchmark_app`` is OpenVINO's own ceiling: random tensors, no files, no decode or encode. Our side decodes
 the real photos, resizes each to exactly 512x512 (``image.resize: fixed``, so every inference has the shape
 benchmark_app uses), infers through the pipeline, encodes JPEG and writes atomically. Both use the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +28,7 @@ from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, m
 
 SIZE_HW = (512, 512)
 THROUGHPUT_RE = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
+ENV: dict[str, str] = dict(os.environ)  # both sides' environment; main() sets it
 
 
 def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
@@ -34,7 +37,7 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
            "-shape", f"[1,{SIZE_HW[0]},{SIZE_HW[1]},3]"]
     if precision != "auto":
         cmd += ["-infer_precision", precision]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=product_environment()).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
     match = THROUGHPUT_RE.search(out)
     if match is None:
         raise RuntimeError(f"no 'Throughput: N FPS' in benchmark_app output:\n{out[-2000:]}")
@@ -46,7 +49,7 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
 def ours(xml: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
     args = [sys.executable, __file__, "--worker", "--model", str(xml.parent), "--precision", precision,
             "--photos", str(photos)] + (["--limit", str(limit)] if limit else [])
-    out = subprocess.run(args, capture_output=True, text=True, env=product_environment())
+    out = subprocess.run(args, capture_output=True, text=True, env=ENV)
     if out.returncode != 0:
         raise RuntimeError(f"pipeline worker failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -82,8 +85,11 @@ def main() -> int:
     parser.add_argument("--int8", type=Path, default=None, help="an INT8 model folder")
     parser.add_argument("--precisions", default="f32,auto", help="inference precisions for the fp32 IR")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--glibc-default-pages", action="store_true", help="both sides without the huge-page tunable")
     parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global ENV
+    ENV = dict(os.environ) if args.glibc_default_pages else product_environment()
     if args.worker:
         print(json.dumps(worker(args.model, args.precision, args.photos, args.limit)))
         return 0
@@ -110,9 +116,10 @@ def main() -> int:
                      "precision": per_round[0]["pipeline"]["precision"]})
         raw.append({"variant": name, "rounds": per_round})
     table = (f"shape 1x{SIZE_HW[0]}x{SIZE_HW[1]}x3, THROUGHPUT hint; pipeline = real photos from {args.photos} "
-             f"(decode, resize, infer, JPEG encode, atomic write); benchmark_app -t {args.seconds}\n\n"
+             f"(decode, resize, infer, JPEG encode, atomic write); benchmark_app -t {args.seconds}; both sides "
+             f"{'with glibc default pages' if args.glibc_default_pages else 'with huge pages (as edge-anime runs)'}\n\n"
              + markdown_table(rows, list(rows[0])))
-    write_results("vs_benchmark_app", {"machine": machine(), "rows": rows, "raw": raw}, table)
+    write_results("vs_benchmark_app" + ("_default_pages" if args.glibc_default_pages else ""), {"machine": machine(), "rows": rows, "raw": raw}, table)
     return 0
 
 
