@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,32 @@ def other_load(processes: int) -> Iterator[None]:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
+
+
+def run_worker(script: str, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python script args...`` (a benchmark's own ``--worker`` mode) and return the JSON it printed last.
+
+    Every side runs in a fresh process so no thread pool, allocator or cache of one touches another; a
+    failing worker raises with the end of its stderr.
+    """
+    out = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, env=env, cwd=REPO)
+    if out.returncode != 0:
+        raise RuntimeError(f"worker {Path(script).name} {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def alternating_rounds(names: list[str], rounds: int, run: Callable[[str], dict[str, Any]], *,
+                       label: str = "") -> list[dict[str, dict[str, Any]]]:
+    """``run(name)`` for every name, ``rounds`` times, the order reversed every other round (ABC, CBA, ...):
+    load from other processes on the shared box then hits every side alike, and ratios are taken per round."""
+    results: list[dict[str, dict[str, Any]]] = []
+    for r in range(rounds):
+        row: dict[str, dict[str, Any]] = {}
+        for name in names if r % 2 == 0 else list(reversed(names)):
+            row[name] = run(name)
+            print(f"{label}round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
+        results.append(row)
+    return results
 
 
 def product_environment() -> dict[str, str]:

@@ -30,13 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median, other_load,
-                     product_environment, write_results)
+from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, alternating_rounds, ensure_seeded_ir, machine, markdown_table,
+                     median, other_load, product_environment, run_worker, write_results)
 
 FIXED_512 = {"resize": "fixed", "fixed": "512x512"}
 MAX_512 = {"resize": "max_side", "max_side": 512}
@@ -124,26 +123,6 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
             "compile_s_per_image": report["stages_s_per_image"]["compile"]}
 
 
-def run_rounds(args: argparse.Namespace, variants: list[tuple[str, dict[str, Any]]],
-               model: Path) -> list[dict[str, Any]]:
-    """Each variant once per round in its own process, the order reversed every other round."""
-    rounds: list[dict[str, Any]] = []
-    for r in range(args.rounds):
-        row: dict[str, Any] = {}
-        order = [name for name, _ in variants]
-        for name in order if r % 2 == 0 else reversed(order):
-            pages = dict(variants)[name].get("_pages")
-            env = dict(os.environ) if pages == "default" else product_environment()
-            out = subprocess.run([sys.executable, __file__, args.experiment, "--worker", name, "--model", str(model),
-                                  "--photos", str(args.photos), "--limit", str(args.limit), "--precision",
-                                  args.precision, *(["--cpus", args.cpus] if args.cpus else [])],
-                                 check=True, capture_output=True, text=True, env=env)
-            row[name] = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
-        rounds.append(row)
-    return rounds
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
@@ -166,8 +145,18 @@ def main() -> int:
         print(json.dumps(worker(args.model, dict(variants)[args.worker], args.photos, args.limit, args.precision)))
         return 0
     model = (args.model or ensure_seeded_ir()).resolve()
+    config_of = dict(variants)
+    huge = product_environment()
+    cpu_args = ["--cpus", args.cpus] if args.cpus else []
+
+    def run(name: str) -> dict[str, Any]:
+        env = dict(os.environ) if config_of[name].get("_pages") == "default" else huge
+        return run_worker(__file__, [args.experiment, "--worker", name, "--model", str(model), "--photos",
+                                     str(args.photos), "--limit", str(args.limit), "--precision", args.precision,
+                                     *cpu_args], env)
+
     with other_load(args.busy):
-        rounds = run_rounds(args, variants, model)
+        rounds = alternating_rounds([name for name, _ in variants], args.rounds, run)
     base = variants[0][0]
     rows = []
     for name, _ in variants:

@@ -14,12 +14,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from typing import Any
 
-from _common import REPO, machine, markdown_table, median, product_environment, write_results
+from _common import alternating_rounds, machine, markdown_table, median, product_environment, run_worker, write_results
 
 
 def ov_worker(precision: str, size_hw: tuple[int, int], seconds: float) -> dict[str, Any]:
@@ -92,17 +91,10 @@ def main() -> int:
               "already set); both sides would be the same", file=sys.stderr)
         return 2
     runtimes = ["ov", "torch"] if args.torch else ["ov"]
-    sides = [(f"{rt} {pages}", rt, env) for rt in runtimes for pages, env in (("default", plain), ("huge", huge))]
-    rounds: list[dict[str, dict[str, Any]]] = []
-    for r in range(args.rounds):
-        row: dict[str, dict[str, Any]] = {}
-        for name, runtime, env in sides if r % 2 == 0 else reversed(sides):
-            out = subprocess.run([sys.executable, __file__, "--worker", runtime, "--precision", args.precision,
-                                  "--size", args.size, "--seconds", str(args.seconds)],
-                                 check=True, capture_output=True, text=True, env=env, cwd=REPO)
-            row[name] = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
-        rounds.append(row)
+    sides = {f"{rt} {pages}": (rt, env) for rt in runtimes for pages, env in (("default", plain), ("huge", huge))}
+    rounds = alternating_rounds(list(sides), args.rounds, lambda name: run_worker(
+        __file__, ["--worker", sides[name][0], "--precision", args.precision, "--size", args.size,
+                   "--seconds", str(args.seconds)], sides[name][1]))
     rows = []
     for runtime in runtimes:
         base, huge_name = f"{runtime} default", f"{runtime} huge"

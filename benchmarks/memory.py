@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, product_environment,
-                     write_results)
+                     run_worker, write_results)
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("512x512 THROUGHPUT auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": {"resize": "fixed", "fixed": "512x512"}}),
@@ -70,11 +69,10 @@ def main() -> int:
         return 0
     model = (args.model or ensure_seeded_ir()).resolve()
     rows = []
+    env = product_environment()
     for label, _ in CASES:
-        out = subprocess.run([sys.executable, __file__, "--worker", label, "--model", str(model), "--photos",
-                              str(args.photos), "--limit", str(args.limit)], check=True, capture_output=True, text=True,
-                             env=product_environment())
-        row = {"case": label, **json.loads(out.stdout.strip().splitlines()[-1])}
+        row = {"case": label, **run_worker(__file__, ["--worker", label, "--model", str(model), "--photos",
+                                                      str(args.photos), "--limit", str(args.limit)], env)}
         print(row, flush=True)
         rows.append(row)
     table = "peak RSS (getrusage) of one process running the whole pipeline\n\n" + markdown_table(

@@ -23,21 +23,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, median,
-                     product_environment, write_results)
+from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, alternating_rounds, ensure_seeded_ir, machine, markdown_table,
+                     median, product_environment, run_worker, write_results)
 
 SIZE_HW = (512, 512)
 THROUGHPUT_RE = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
-ENV: dict[str, str] = dict(os.environ)  # both sides' environment; main() sets it
 
 
-def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
+def benchmark_app(xml: Path, precision: str, seconds: int, env: dict[str, str]) -> dict[str, Any]:
     exe = shutil.which("benchmark_app") or str(Path(sys.executable).with_name("benchmark_app"))
     cmd = [exe, "-m", str(xml), "-d", "CPU", "-hint", "throughput", "-t", str(seconds),
            "-shape", f"[1,{SIZE_HW[0]},{SIZE_HW[1]},3]"]
     if precision != "auto":
         cmd += ["-infer_precision", precision]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     match = THROUGHPUT_RE.search(out)
     if match is None:
         raise RuntimeError(f"no 'Throughput: N FPS' in benchmark_app output:\n{out[-2000:]}")
@@ -46,13 +45,9 @@ def benchmark_app(xml: Path, precision: str, seconds: int) -> dict[str, Any]:
             "streams": int(streams.group(1)) if streams else None}
 
 
-def ours(xml: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
-    args = [sys.executable, __file__, "--worker", "--model", str(xml.parent), "--precision", precision,
-            "--photos", str(photos)] + (["--limit", str(limit)] if limit else [])
-    out = subprocess.run(args, capture_output=True, text=True, env=ENV)
-    if out.returncode != 0:
-        raise RuntimeError(f"pipeline worker failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def ours(xml: Path, precision: str, photos: Path, limit: int | None, env: dict[str, str]) -> dict[str, Any]:
+    return run_worker(__file__, ["--worker", "--model", str(xml.parent), "--precision", precision,
+                                 "--photos", str(photos)] + (["--limit", str(limit)] if limit else []), env)
 
 
 def worker(model_dir: Path, precision: str, photos: Path, limit: int | None) -> dict[str, Any]:
@@ -88,8 +83,7 @@ def main() -> int:
     parser.add_argument("--glibc-default-pages", action="store_true", help="both sides without the huge-page tunable")
     parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global ENV
-    ENV = dict(os.environ) if args.glibc_default_pages else product_environment()
+    env = dict(os.environ) if args.glibc_default_pages else product_environment()
     if args.worker:
         print(json.dumps(worker(args.model, args.precision, args.photos, args.limit)))
         return 0
@@ -99,15 +93,10 @@ def main() -> int:
         variants.append(("int8 IR", args.int8.resolve() / "model.xml", "auto"))
     rows, raw = [], []
     for name, xml, precision in variants:
-        per_round = []
-        for r in range(args.rounds):
-            pair = {}
-            order = ("benchmark_app", "pipeline") if r % 2 == 0 else ("pipeline", "benchmark_app")
-            for side in order:
-                pair[side] = (benchmark_app(xml, precision, args.seconds) if side == "benchmark_app"
-                              else ours(xml, precision, args.photos, args.limit))
-                print(f"{name} round {r + 1}: {side} {pair[side]['images_per_s']:.3f} images/s", flush=True)
-            per_round.append(pair)
+        per_round = alternating_rounds(
+            ["benchmark_app", "pipeline"], args.rounds, label=f"{name} ",
+            run=lambda side: (benchmark_app(xml, precision, args.seconds, env) if side == "benchmark_app"
+                              else ours(xml, precision, args.photos, args.limit, env)))
         ratios = [p["pipeline"]["images_per_s"] / p["benchmark_app"]["images_per_s"] for p in per_round]
         rows.append({"model": name, "benchmark_app images/s": median([p["benchmark_app"]["images_per_s"] for p in per_round]),
                      "pipeline images/s": median([p["pipeline"]["images_per_s"] for p in per_round]),

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, SEED, ensure_seeded_ir, machine, markdown_table, median,
-                     other_load, product_environment, write_results)
+                     alternating_rounds, other_load, product_environment, run_worker, write_results)
 
 MAX_SIDE_PX = 512
 MULTIPLE = 8
@@ -120,13 +119,6 @@ def ov_worker(files: list[Path], model_dir: Path, precision: str) -> dict[str, A
             "streams": eff.get("NUM_STREAMS"), "stages_s_per_image": report["stages_s_per_image"]}
 
 
-def spawn(args: list[str], env: dict[str, str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"worker {args} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
@@ -162,18 +154,10 @@ def main() -> int:
         variants.append(("openvino int8", ["--model", str(int8), "--precision", "auto"], product))
     torch_env = product if args.torch_huge_pages else plain
     common = ["--photos", str(args.photos)] + (["--limit", str(args.limit)] if args.limit else [])
-    rounds: list[dict[str, Any]] = []
+    sides = {"pytorch": (["--worker", "torch"], torch_env), **{n: (["--worker", "ov", *a], e) for n, a, e in variants}}
     with other_load(args.busy):
-        for r in range(args.rounds):
-            row: dict[str, Any] = {}
-            order = [("pytorch", ["--worker", "torch"], torch_env)] + [(n, ["--worker", "ov", *a], e)
-                                                                      for n, a, e in variants]
-            if r % 2:
-                order.reverse()
-            for name, extra, env in order:
-                row[name] = spawn(extra + common, env)
-                print(f"round {r + 1}: {name}: {row[name]['images_per_s']:.3f} images/s", flush=True)
-            rounds.append(row)
+        rounds = alternating_rounds(list(sides), args.rounds,
+                                    lambda name: run_worker(__file__, sides[name][0] + common, sides[name][1]))
     table_rows = []
     for name in ["pytorch"] + [n for n, _, _ in variants]:
         ratios = [rd[name]["images_per_s"] / rd["pytorch"]["images_per_s"] for rd in rounds]
@@ -187,9 +171,9 @@ def main() -> int:
              f"{args.rounds} alternating rounds{f', {args.busy} busy processes alongside' if args.busy else ''}"
              f"{', PyTorch with huge pages too' if args.torch_huge_pages else ''}\n\n"
              + markdown_table(table_rows, list(table_rows[0])))
-    write_results("vs_pytorch" + (f"_busy{args.busy}" if args.busy else "") + ("_torchhp" if args.torch_huge_pages else ""),
-                  {"machine": machine(), "photos": len(files), "busy": args.busy, "rounds": rounds, "table": table_rows},
-                  table)
+    suffix = (f"_busy{args.busy}" if args.busy else "") + ("_torchhp" if args.torch_huge_pages else "")
+    write_results(f"vs_pytorch{suffix}", {"machine": machine(), "photos": len(files), "busy": args.busy,
+                                          "rounds": rounds, "table": table_rows}, table)
     return 0
 
 

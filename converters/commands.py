@@ -56,7 +56,8 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify-size", type=_hw, action="append", metavar="HxW",
                         help="verification size, repeatable (default: 256x256 and 352x480)")
     parser.add_argument("--floor-db", type=float, default=None,
-                        help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 35; int8 also vs the FP32 IR on the photos)")
+                        help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 35; "
+                             "int8 also vs the FP32 IR on the photos)")
     parser.add_argument("--style", help="word used for {style} in output names (default: the name)")
 
 
