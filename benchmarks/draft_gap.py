@@ -1,0 +1,108 @@
+"""How far below the target a JPEG may be DCT-scaled at decode (``DRAFT_REDUCING_GAP``): time vs picture.
+
+libjpeg decodes a JPEG at 1/2, 1/4 or 1/8 scale for a fraction of the full cost; the planner's LANCZOS then
+takes the rest of the way. The gap is the least factor the draft leaves for LANCZOS (decode at >= gap x
+the target). For each resize mode and gap this script times decode + plan over the photos (best of
+``--repeat``) and compares the planned input, and optionally the stylized output of ``--model``, with the
+same photo decoded in full (no draft): PSNR min / mean, and the worst photo.
+
+    python benchmarks/draft_gap.py [--gaps 2 1.5 1.25 1] [--model models/toon]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import PHOTOS_DIR, REPO, machine, markdown_table, write_results
+
+sys.path.insert(0, str(REPO))
+
+import edge_anime.imaging.decoder as decoder_module  # noqa: E402
+from converters.samples import psnr_db  # noqa: E402
+from edge_anime.config import parse_config  # noqa: E402
+from edge_anime.imaging import decoder, planner  # noqa: E402
+
+NO_DRAFT = 1e6  # a gap no JPEG can meet: always the full decode
+MODES = {"max_side 512": {"resize": "max_side", "max_side": 512},
+         "fixed 512x512": {"resize": "fixed", "fixed": "512x512"},
+         "max_side 1024": {"resize": "max_side", "max_side": 1024}}
+
+
+def planned(files: dict[Path, bytes], cfg: Any, gap: float, repeat: int) -> tuple[float, dict[Path, np.ndarray]]:
+    """Decode + plan every file with ``gap``; (best seconds per photo, planned RGB per file)."""
+    decoder_module.DRAFT_REDUCING_GAP = gap
+    best, out = float("inf"), {}
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for path, data in files.items():
+            out[path] = planner.plan(decoder.decode(path, cfg, data=data), cfg, multiple=4).rgb
+        best = min(best, (time.perf_counter() - start) / len(files))
+    return best, out
+
+
+def stylize_all(model_dir: Path, images: dict[Path, np.ndarray]) -> dict[Path, np.ndarray]:
+    """The model's output for each planned input, one static shape compiled at a time (LATENCY)."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(model_dir / "model.xml")
+    compiled: dict[tuple[int, ...], Any] = {}
+    out = {}
+    for path, rgb in images.items():
+        if rgb.shape not in compiled:
+            shaped = model.clone()
+            shaped.reshape({0: [1, *rgb.shape]})
+            compiled[rgb.shape] = core.compile_model(shaped, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
+        out[path] = compiled[rgb.shape]({0: rgb[None]})[0][0]
+    return out
+
+
+def compare(ref: dict[Path, np.ndarray], got: dict[Path, np.ndarray]) -> tuple[float, float, str]:
+    scores = {p: psnr_db(ref[p], got[p]) for p in ref}
+    worst = min(scores, key=scores.__getitem__)
+    return scores[worst], statistics.fmean(scores.values()), worst.name
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
+    parser.add_argument("--gaps", type=float, nargs="+", default=[2.0, 1.5, 1.25, 1.0])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--model", type=Path, default=None, help="also compare the stylized outputs of this model folder")
+    args = parser.parse_args()
+    paths = sorted(p for p in args.photos.iterdir() if p.suffix.lower() in {".jpg", ".jpeg"})
+    files = {p: p.read_bytes() for p in paths}
+    rows = []
+    for mode in args.modes:
+        cfg = parse_config({"model": {"path": "x.xml"}, "image": MODES[mode]}, base_dir=REPO).image
+        ref_s, ref = planned(files, cfg, NO_DRAFT, args.repeat)
+        ref_out = stylize_all(args.model, ref) if args.model else None
+        rows.append({"mode": mode, "gap": "none (full decode)", "ms per photo": ref_s * 1000, "speed-up": 1.0})
+        for gap in args.gaps:
+            seconds, got = planned(files, cfg, gap, args.repeat)
+            drafted = sum(ref[p].shape != got[p].shape or not np.array_equal(ref[p], got[p]) for p in paths)
+            low, mean, worst = compare(ref, got)
+            row = {"mode": mode, "gap": gap, "ms per photo": seconds * 1000, "speed-up": ref_s / seconds,
+                   "photos drafted": drafted, "input PSNR min": low, "input PSNR mean": mean, "worst": worst}
+            if ref_out is not None:
+                low, mean, worst = compare(ref_out, stylize_all(args.model, got))
+                row.update({"output PSNR min": low, "output PSNR mean": mean, "worst output": worst})
+            rows.append(row)
+            print(row, flush=True)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    table = (f"decode + plan of {len(paths)} JPEGs from {args.photos}, best of {args.repeat}; PSNR vs the full "
+             f"decode (no draft) planned the same way" + (f"; outputs of {args.model}" if args.model else "")
+             + "\n\n" + markdown_table(rows, columns))
+    write_results("draft_gap", {"machine": machine(), "rows": rows}, table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
