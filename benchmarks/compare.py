@@ -133,9 +133,15 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--cpus", default=None, help="pin every variant to these CPUs (taskset syntax: 0-1)")
     parser.add_argument("--busy", type=int, default=0, help="spinning processes kept running alongside (other load)")
+    parser.add_argument("--variants", nargs="+", default=None, help="only these variants (names as listed; the first is the base)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     variants = EXPERIMENTS[args.experiment]
+    if args.variants:
+        unknown = set(args.variants) - {name for name, _ in variants}
+        if unknown:
+            parser.error(f"--variants: no {sorted(unknown)} in {args.experiment}: {[name for name, _ in variants]}")
+        variants = [next(v for v in variants if v[0] == name) for name in args.variants]
     cpus = parse_cpus(args.cpus) if args.cpus else None
     cores = len(cpus) if cpus else os.cpu_count() or 1
     variants = [(name, v) for name, v in variants if v.get("device", {}).get("num_streams", 1) <= cores]

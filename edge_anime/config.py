@@ -79,7 +79,7 @@ class DeviceSection(_Section):
     execution_mode: Literal["PERFORMANCE", "ACCURACY"] = "PERFORMANCE"
     cache_dir: PathField | None = Path(".cache/openvino")  # model cache; null disables
     shape_policy: Literal["static", "dynamic"] = "static"
-    shape_cache_size: int = Field(default=4, ge=1, le=64)  # compiled static shapes kept (LRU)
+    shape_cache_size: int = Field(default=16, ge=1, le=64)  # compiled static shapes kept (LRU)
     shape_cache_mb: int = Field(default=2048, ge=64)  # estimated inference memory of the shapes kept, all streams
 
 

@@ -131,6 +131,22 @@ def test_shape_cache_also_bounded_by_memory(model: ModelInfo, tmp_path: Path) ->
     assert roomy.cached_shapes() == [(64, 64), (64, 96)] and roomy.cache_mb() < 4096
 
 
+def test_over_the_memory_bound_idle_shapes_give_their_memory_back_and_stay_compiled(model: ModelInfo,
+                                                                                   tmp_path: Path) -> None:
+    # 100 MB holds one live 64-px shape (~60 MB estimated) plus released ones (IDLE_SHAPE_MB each), not two live.
+    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=100, num_streams=1,
+                                   inference_precision="f32"))
+    a, b = _image(64, 64, seed=1), _image(64, 96, seed=2)
+    first_a, first_b = engine.infer(a), engine.infer(b)
+    assert engine.released_shapes() == [(64, 64)] and engine.cache_mb() <= 100
+    compiles = engine.compiles
+    again_a = engine.infer(a)  # a returns: no compile, its buffers come back, b gives its own up
+    assert engine.compiles == compiles
+    assert engine.released_shapes() == [(64, 96)] and engine.cached_shapes() == [(64, 96), (64, 64)]
+    assert np.array_equal(again_a, first_a) and np.array_equal(engine.infer(b), first_b)
+    assert engine.compiles == compiles
+
+
 def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, tmp_path: Path) -> None:
     """A decode thread whose size is cached gets its model while another size compiles: the test holds the
     cross-process compile flock, so the new size's compile is stuck until the cached lookup has returned."""

@@ -150,6 +150,24 @@ def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[
     assert len(engine.cached_shapes()) == 1
 
 
+def test_sizes_changing_every_job_under_a_tight_memory_bound(write_config: Callable[..., Path],
+                                                            make_photo: Callable[..., Path], tmp_path: Path) -> None:
+    """Room for one live shape (~120 MB with 2 streams) and idle ones: the others give their memory back while inferences of other sizes run
+    (the plugin refuses a shape that is busy), and every picture still comes out as a fresh engine makes it."""
+    bounded = load_config(write_config({"image": {"max_side": 64}, "device": {
+        "shape_cache_size": 8, "shape_cache_mb": 200, "num_streams": 2, "inference_precision": "f32"}}))
+    engine = Engine(resolve_model(bounded.model.path, search_dirs=bounded.model.dirs), bounded.device)
+    jobs = _jobs(make_photo, tmp_path / "out", 9)
+    results = run_jobs(engine, bounded, jobs)
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert len(engine.cached_shapes()) == 3 and engine.released_shapes()  # all kept compiled, some released
+    roomy = load_config(write_config({"image": {"max_side": 64}, "device": {"inference_precision": "f32"}}))
+    reference = run_jobs(Engine(engine.model_info, roomy.device), roomy,
+                         _jobs(make_photo, tmp_path / "reference", 9))
+    for got, want in zip(sorted(results, key=lambda r: r.job.tag), sorted(reference, key=lambda r: r.job.tag)):
+        assert got.job.dst.read_bytes() == want.job.dst.read_bytes()
+
+
 @pytest.mark.parametrize(("cores", "expected"), [(1, (1, 1)), (2, (1, 1)), (8, (2, 1)), (16, (4, 2))])
 def test_auto_stage_threads_follow_the_cores(write_config: Callable[..., Path], cores: int,
                                              expected: tuple[int, int]) -> None:
