@@ -2,8 +2,9 @@
 
 Each case runs in its own process (``getrusage`` peak RSS is per process and never goes down), pushing real
 photos through ``edge_anime.bench.measure`` with ``image.resize: fixed`` so every inference has the size
-named. The last case is the realistic one: the photos at ``max_side: 512``, mixed shapes, the shape cache at
-its configured size: every static shape kept holds its own activation memory per stream.
+named. The last cases are the realistic ones: the photos at ``max_side: 512``, mixed shapes, the shape cache
+at the default and smaller sizes: every shape in use holds its own activation memory per stream, idle ones
+only their compiled graph once over ``shape_cache_mb``.
 
     python benchmarks/memory.py [--limit 4]
 """
@@ -29,6 +30,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("1352x1080 LATENCY auto", {"device": {"performance_hint": "LATENCY"}, "image": {"resize": "fixed", "fixed": "1352x1080"}}),
     ("1352x1080 LATENCY f32", {"device": {"performance_hint": "LATENCY", "inference_precision": "f32"},
                                "image": {"resize": "fixed", "fixed": "1352x1080"}}),
+    ("photos max_side 512, mixed shapes, cache 16 (default), THROUGHPUT auto",
+     {"device": {"performance_hint": "THROUGHPUT"}, "image": {"resize": "max_side", "max_side": 512}}),
     ("photos max_side 512, mixed shapes, cache 4, THROUGHPUT auto",
      {"device": {"performance_hint": "THROUGHPUT", "shape_cache_size": 4}, "image": {"resize": "max_side", "max_side": 512}}),
     ("photos max_side 512, mixed shapes, cache 1, LATENCY auto",
