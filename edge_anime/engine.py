@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import numpy as np
 import openvino as ov
 
 from .config import DeviceSection
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 from .host import huge_pages_on
 from .imaging.geometry import estimate_inference_mb
 from .models import ModelInfo
@@ -150,7 +151,7 @@ class Engine:
         self.core = core if core is not None else ov.Core()
         self.properties = compile_properties(device)
         if device.cache_dir is not None:
-            Path(device.cache_dir).mkdir(parents=True, exist_ok=True)
+            ensure_cache_dir(Path(device.cache_dir))
         try:
             self._model = self.core.read_model(str(model.xml))
         except RuntimeError as exc:
@@ -370,6 +371,22 @@ class Engine:
             log.warning("engine: %s", note)
 
 
+def ensure_cache_dir(cache_dir: Path) -> None:
+    """Create the model cache folder, or say which key names a folder that cannot be one.
+
+    Checked before the first compile: OpenVINO would otherwise fail deep inside ``compile_model`` (or the
+    compile lock's open) with an errno and no hint that ``device.cache_dir`` is the line to change."""
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        writable = os.access(cache_dir, os.W_OK | os.X_OK)
+        reason = "" if writable else "not writable by this user"
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    if reason:
+        raise ConfigError(f"device.cache_dir: {cache_dir}: cannot hold the model cache ({reason}); expected a "
+                          "folder edge-anime can create and write, or null to compile without a cache")
+
+
 @contextlib.contextmanager
 def cache_lock(cache_dir: Path | None) -> Iterator[None]:
     """Serialise compiles of processes sharing one model cache.
@@ -381,7 +398,7 @@ def cache_lock(cache_dir: Path | None) -> Iterator[None]:
     if cache_dir is None:
         yield
         return
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    ensure_cache_dir(Path(cache_dir))
     with open(Path(cache_dir) / ".edge-anime-compile.lock", "a") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:

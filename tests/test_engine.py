@@ -11,6 +11,7 @@ import pytest
 
 from edge_anime.config import DeviceSection
 from edge_anime.engine import Engine, compile_properties
+from edge_anime.errors import ConfigError
 from edge_anime.models import ModelInfo, load_model_info
 
 
@@ -61,6 +62,13 @@ def test_auto_values_are_left_to_the_plugin(tmp_path: Path) -> None:
     props = compile_properties(DeviceSection(cache_dir=None))
     assert "NUM_STREAMS" not in props and "INFERENCE_PRECISION_HINT" not in props and "CACHE_DIR" not in props
     assert props["PERFORMANCE_HINT"] == "THROUGHPUT"
+
+
+def test_a_cache_dir_that_cannot_be_a_folder_is_a_config_error_naming_the_key(model: ModelInfo,
+                                                                             tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"device\.cache_dir: .*a_file/cache: cannot hold the model cache"):
+        Engine(model, _device(tmp_path, cache_dir=tmp_path / "a_file" / "cache"))
 
 
 def test_model_cache_is_populated_then_reused(model: ModelInfo, tmp_path: Path) -> None:
