@@ -116,6 +116,17 @@ def cpu_model() -> str:
     return f"{name}{', AMX' if 'amx_bf16' in info else ''}"
 
 
+def run_static(compiled_for: dict[tuple[int, int], Any], core: Any, model: Any, rgb: Any) -> Any:
+    """u8 [H, W, 3] -> u8 [H, W, 3] through an IR read with ``core``, compiled once per static shape and kept
+    in ``compiled_for`` (the caller's cache, so scripts that score many photos compile each size once)."""
+    h, w = rgb.shape[:2]
+    if (h, w) not in compiled_for:
+        reshaped = model.clone()
+        reshaped.reshape({0: [1, h, w, 3]})
+        compiled_for[(h, w)] = core.compile_model(reshaped, "CPU")
+    return compiled_for[(h, w)]({0: rgb[None]})[0][0]
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

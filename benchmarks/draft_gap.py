@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import PHOTOS_DIR, REPO, machine, markdown_table, write_results
+from _common import PHOTOS_DIR, REPO, machine, markdown_table, run_static, write_results
 
 sys.path.insert(0, str(REPO))
 
@@ -53,20 +53,13 @@ def planned(files: dict[Path, bytes], cfg: Any, gap: float, resize_gap: float | 
 
 
 def stylize_all(model_dir: Path, images: dict[Path, np.ndarray]) -> dict[Path, np.ndarray]:
-    """The model's output for each planned input, one static shape compiled at a time (LATENCY)."""
+    """The model's output for each planned input (one static compile per size)."""
     import openvino as ov
 
     core = ov.Core()
     model = core.read_model(model_dir / "model.xml")
-    compiled: dict[tuple[int, ...], Any] = {}
-    out = {}
-    for path, rgb in images.items():
-        if rgb.shape not in compiled:
-            shaped = model.clone()
-            shaped.reshape({0: [1, *rgb.shape]})
-            compiled[rgb.shape] = core.compile_model(shaped, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
-        out[path] = compiled[rgb.shape]({0: rgb[None]})[0][0]
-    return out
+    compiled: dict[tuple[int, int], Any] = {}
+    return {path: run_static(compiled, core, model, rgb) for path, rgb in images.items()}
 
 
 def compare(ref: dict[Path, np.ndarray], got: dict[Path, np.ndarray]) -> tuple[float, float, str]:

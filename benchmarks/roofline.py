@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from _common import ensure_seeded_ir, machine, markdown_table, run_worker, write_results
+from _common import ensure_seeded_ir, machine, markdown_table, median, run_worker, write_results
 
 ISA_ENV = {"avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}}
 FLOP_PER_CYCLE = {"native": 64, "avx2": 32}  # f32, 2 FMA units x (16 | 8) lanes x 2 (this box: AVX-512)
@@ -57,8 +57,6 @@ def nominal_ghz() -> float:
 
 def timed(call: Any, repeat: int) -> float:
     """Median seconds of ``call()`` after two untimed runs."""
-    import statistics
-
     for _ in range(2):
         call()
     times = []
@@ -66,7 +64,7 @@ def timed(call: Any, repeat: int) -> float:
         start = time.perf_counter()
         call()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median(times)
 
 
 def worker(size_hw: tuple[int, int], repeat: int, with_torch: bool) -> dict[str, Any]:

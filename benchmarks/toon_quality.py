@@ -25,6 +25,7 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _common import run_static  # noqa: E402
 from training.target import TUNED_LONG_SIDE_PX, resize_long_side, toonify  # noqa: E402
 
 SIZE_MULTIPLE = 4
@@ -39,17 +40,6 @@ def fit(rgb: np.ndarray, long_side_px: int) -> np.ndarray:
     h4, w4 = h - h % SIZE_MULTIPLE, w - w % SIZE_MULTIPLE
     top, left = (h - h4) // 2, (w - w4) // 2
     return np.ascontiguousarray(out[top : top + h4, left : left + w4])
-
-
-def run_ir(compiled_for: "dict[tuple[int, int], ov.CompiledModel]", core: ov.Core, model: ov.Model,
-           rgb: np.ndarray) -> np.ndarray:
-    """u8 [H, W, 3] -> u8 [H, W, 3] through the IR, compiled once per static shape."""
-    h, w = rgb.shape[:2]
-    if (h, w) not in compiled_for:
-        reshaped = model.clone()
-        reshaped.reshape({0: [1, h, w, 3]})
-        compiled_for[(h, w)] = core.compile_model(reshaped, "CPU")
-    return compiled_for[(h, w)]({0: rgb[None]})[0][0]
 
 
 def contact_sheet(rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Image.Image:
@@ -72,7 +62,7 @@ def evaluate(*, photos: list[Path], model_dir: Path, long_side_px: int) -> tuple
     for path in photos:
         rgb = fit(np.asarray(Image.open(path).convert("RGB")), long_side_px)
         target = toonify(rgb)
-        pred = run_ir(compiled, core, model, rgb)
+        pred = run_static(compiled, core, model, rgb)
         figures.append({
             "image": path.name,
             "size": list(rgb.shape[:2]),

@@ -149,9 +149,7 @@ class Engine:
         self.model_info = model
         self.device = device
         self.core = core if core is not None else ov.Core()
-        self.properties = compile_properties(device)
-        if device.cache_dir is not None:
-            ensure_cache_dir(Path(device.cache_dir))
+        self.properties = compile_properties(device)  # the cache folder is checked by the probe's compile lock
         try:
             self._model = self.core.read_model(str(model.xml))
         except RuntimeError as exc:
