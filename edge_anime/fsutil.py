@@ -11,16 +11,17 @@ import os
 import uuid
 from pathlib import Path
 
-from .errors import TransientError
-
 TEMP_PREFIX = ".edge-anime-tmp-"
+TEMP_ID_CHARS = 12
+# How much longer a temp name is than its target's name: naming.OUTPUT_MAX_BYTES leaves this much room.
+TEMP_OVERHEAD_BYTES = len(TEMP_PREFIX) + TEMP_ID_CHARS + 1
 # Errors that a later retry may not meet: full disk, quota, busy, out of memory, I/O on a network share.
 TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBUSY, errno.EAGAIN, errno.ENOMEM, errno.EIO})
 
 
 def temp_path_for(target: Path) -> Path:
     """A unique hidden temp name beside ``target``."""
-    return target.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}-{target.name}")
+    return target.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex[:TEMP_ID_CHARS]}-{target.name}")
 
 
 def fsync_dir(directory: Path) -> None:
@@ -36,8 +37,8 @@ def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``target`` via a fsynced hidden temp file and a rename.
 
     ``durable=False`` skips both fsyncs, for files such as the status file where losing the latest
-    version on power loss is harmless. ENOSPC and friends become ``TransientError`` (retry later, input
-    kept); the temp file is removed on any failure.
+    version on power loss is harmless. Errors are raised as the OSError they are (the caller's one
+    boundary decides what ENOSPC means for it: watch/faults.py); the temp file is removed on any failure.
     """
     tmp = temp_path_for(target)
     try:
@@ -49,14 +50,17 @@ def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
         os.replace(tmp, target)
         if durable:
             fsync_dir(target.parent)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.errno in TRANSIENT_ERRNOS:
-            raise TransientError(f"{target}: {os.strerror(exc.errno or 0)}", stage="write") from exc
-        raise
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_quietly(tmp)
         raise
+
+
+def _unlink_quietly(path: Path) -> None:
+    """Remove a temp file on the way out of a failure; a second error (EIO, EROFS) must not hide the first."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def is_temp_name(name: str) -> bool:

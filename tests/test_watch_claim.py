@@ -13,6 +13,7 @@ import pytest
 from edge_anime.config import WatchSection
 from edge_anime.errors import ConfigError
 from edge_anime.fsutil import TEMP_PREFIX
+from edge_anime.naming import suffixed
 from edge_anime.watch.claim import (
     WorkerDir,
     adopt_orphans,
@@ -28,7 +29,6 @@ from edge_anime.watch.folders import (
     move_noreplace,
     prepare_folders,
     rename_noreplace,
-    suffixed,
 )
 
 

@@ -15,8 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..service.signals import Flags
+
+    flags = Flags().install()  # first: a SIGTERM held since launch is delivered now, to a handler
     from ..service.runner import (
         Service,  # imports openvino only when serving, not for --help
     )
 
-    return Service(args.config).run()
+    return Service(args.config, flags=flags).run()

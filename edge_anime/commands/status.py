@@ -10,6 +10,7 @@ import json
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..config import load_config
 from ..errors import EXIT_OK
@@ -40,18 +41,36 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**data, "alive": alive}, indent=2))
         return EXIT_OK if alive else EXIT_NOT_RUNNING
-    counts = data.get("counts", {})
-    state = data.get("state", "?") if alive else f"not running (last state: {data.get('state', '?')})"
-    updated = datetime.fromtimestamp(float(data.get("updated", 0))).isoformat(timespec="seconds")
-    uptime_s = time.time() - float(data.get("started", time.time()))
-    print(f"state:     {state}")
-    print(f"worker:    {data.get('worker_id')} (pid {data.get('pid')} on {data.get('host')}), up {uptime_s:.0f} s")
-    print(f"model:     {data.get('model')}   detector: {data.get('detector')}   config: {data.get('config')}")
-    print(f"processed: {counts.get('processed', 0)}   failed: {counts.get('failed', 0)}   "
-          f"retries: {counts.get('retried', 0)}   in flight: {counts.get('in_flight', 0)}   "
-          f"queued: {counts.get('queued', 0)}")
-    last = data.get("last")
-    if last:
-        print(f"last:      {json.dumps(last.get('file'))} {last.get('result')} ({last.get('seconds')} s)")
-    print(f"updated:   {updated}  ({path})")
+    print(describe(data, path=path, alive=alive))
     return EXIT_OK if alive else EXIT_NOT_RUNNING
+
+
+def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None = None) -> str:
+    """The status file for people. Every field may be missing or of the wrong type (a damaged or
+    hand-edited file): it is shown as '?', never a crash."""
+    from ..service.status import number
+
+    now = time.time() if now is None else now
+    raw_counts = data.get("counts")
+    counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
+    state = data.get("state", "?") if alive else f"not running (last state: {data.get('state', '?')})"
+    updated = number(data, "updated", None)
+    started = number(data, "started", None)
+    when = datetime.fromtimestamp(updated).isoformat(timespec="seconds") if updated is not None else "?"
+    uptime = f"{now - started:.0f} s" if started is not None else "?"
+    lines = [
+        f"state:     {state}",
+        f"worker:    {data.get('worker_id')} (pid {data.get('pid', '?')} on {data.get('host')}), up {uptime}",
+        f"model:     {data.get('model')}   detector: {data.get('detector')}   config: {data.get('config')}",
+        (f"processed: {counts.get('processed', 0)}   failed: {counts.get('failed', 0)}   "
+         f"retries: {counts.get('retried', 0)}   in flight: {counts.get('in_flight', 0)}   "
+         f"queued: {counts.get('queued', 0)}"),
+    ]
+    paused = data.get("paused")
+    if isinstance(paused, dict):
+        lines.append(f"paused:    {paused.get('reason')} (for {paused.get('seconds')} s)")
+    last = data.get("last")
+    if isinstance(last, dict):
+        lines.append(f"last:      {json.dumps(last.get('file'))} {last.get('result')} ({last.get('seconds')} s)")
+    lines.append(f"updated:   {when}  ({path})")
+    return "\n".join(lines)

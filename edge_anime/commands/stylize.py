@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import EXIT_FAILURES, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InputError, TransientError
+from .. import naming
+from ..errors import (
+    EXIT_FAILURES,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    InputError,
+    ModelError,
+    TransientError,
+)
 from ..fsutil import is_temp_name
-from ..watch.folders import MAX_SUFFIX, suffixed
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -95,19 +103,22 @@ def collect_sources(inputs: Sequence[str], *, recursive: bool,
 
 
 def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path]) -> Path:
-    """The first free output path for ``source``: not on disk and not given to an earlier input."""
+    """The first free output path for ``source``: not on disk and not given to an earlier input of the batch.
+
+    The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
+    """
     from ..imaging import output_extension
 
-    template = config.output.name_template
-    ext = output_extension(config.output, source.path)
     folder = out_dir / source.subdir
-    for n in range(MAX_SUFFIX):  # the watch folder's outbox rule, so both spell clashes alike
-        name = template.format(stem=source.path.stem, style=style, ext=ext, name=source.path.name, n=n)
-        candidate = folder / (name if "{n}" in template else suffixed(name, n))
-        if candidate not in taken and not os.path.lexists(candidate):
-            taken.add(candidate)
-            return candidate
-    raise FileExistsError(f"{folder}: no free output name for {source.path.name}")
+
+    def free(name: str) -> bool:
+        return folder / name not in taken and not os.path.lexists(folder / name)
+
+    name = naming.free_output_name(config.output.name_template, source_name=source.path.name, style=style,
+                                   ext=output_extension(config.output, source.path), is_free=free)
+    path = naming.child(folder, name)
+    taken.add(path)
+    return path
 
 
 def _stylize_all(model: ModelInfo, config: Config, jobs: list[Job], *, progress: bool) -> list[JobResult]:
@@ -137,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    try:
+        naming.check_style(config.output.name_template, model.style)
+    except naming.UnsafeNameError as exc:
+        raise ModelError(str(exc)) from None
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, extensions=config.watch.extensions)
     out_dir: Path = args.output
     try:

@@ -29,6 +29,10 @@ class Metrics:
         self.queue_depth = Gauge("edge_anime_queue_depth", "Complete inbox files seen and not yet taken",
                                  registry=self.registry)
         self.in_flight = Gauge("edge_anime_in_flight", "Jobs submitted and not finished", registry=self.registry)
+        self.paused = Gauge("edge_anime_intake_paused", "1 while intake is paused by a fault of the box's storage",
+                            registry=self.registry)
+        self.pauses = Counter("edge_anime_intake_pauses", "Times intake paused for a fault of the box's storage",
+                              registry=self.registry)
         self.stage_seconds = Histogram("edge_anime_stage_seconds", "Seconds per pipeline stage per image",
                                        ["stage"], buckets=STAGE_BUCKETS_SECONDS, registry=self.registry)
         self._server: Any = None

@@ -6,6 +6,7 @@ would wear an SD card for nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -34,7 +35,7 @@ class Counts:
 
 @dataclass
 class Status:
-    state: str                                  # starting | ready | reloading | stopping | stopped
+    state: str                                  # starting | ready | paused | reloading | stopping | stopped
     worker_id: str
     model: str
     detector: str
@@ -42,6 +43,7 @@ class Status:
     config_hash: str
     counts: Counts = field(default_factory=Counts)
     last: dict[str, Any] | None = None          # the last image: name, result, seconds
+    paused: dict[str, Any] | None = None        # while intake is paused: reason, seconds
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)
@@ -61,17 +63,37 @@ def read_status(path: Path) -> dict[str, Any]:
     return data
 
 
+def _pid(data: dict[str, Any]) -> int | None:
+    """The writer's pid, or None when the field is missing or not a positive integer (a damaged file)."""
+    value = data.get("pid")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return value
+
+
+def number(data: dict[str, Any], key: str, default: float | None) -> float | None:
+    """``data[key]`` as a finite float, or ``default`` when missing or not a number."""
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return float(value)
+
+
 def is_alive(data: dict[str, Any], *, now: float | None = None) -> bool:
-    """The writer is still running: same host and its pid exists, or (another host) recently updated."""
+    """The writer is still running: same host and its pid exists, or (another host, or no usable pid)
+    recently updated. Never raises on a damaged file: `edge-anime status` must always answer."""
     now = time.time() if now is None else now
     if data.get("state") == "stopped":
         return False
-    if data.get("host") == socket.gethostname():
+    pid = _pid(data)
+    if pid is not None and data.get("host") == socket.gethostname():
         try:
-            os.kill(int(data["pid"]), 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
+        except OverflowError:
+            return False
         return True
-    return now - float(data.get("updated", 0)) < STALE_AFTER_SECONDS
+    return now - (number(data, "updated", 0.0) or 0.0) < STALE_AFTER_SECONDS

@@ -122,8 +122,11 @@ class WorkerDir:
             fd = _try_lock(self.path / LOCK_NAME, create=True)
             if fd is not None:
                 self._fd = fd
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())
+                try:  # for people reading work/; the flock is what counts, so a full disk must not stop us
+                    os.ftruncate(fd, 0)
+                    os.write(fd, f"{os.getpid()}\n".encode())
+                except OSError:
+                    pass
                 return
             if time.monotonic() > deadline:
                 raise ConfigError(
@@ -246,8 +249,11 @@ def reserve_name(work: Path, key: str, token: str) -> bool:
             return False
     try:
         os.write(fd, token.encode("utf-8"))
-    finally:
+    except OSError:  # a full disk: an empty reservation would push this name to -1 forever
         os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     return True
 
 

@@ -267,9 +267,10 @@ class Detector:
             if created and settle_s < CREATED_SETTLE_SECONDS and self._may_be_open_for_writing(rel):
                 self._tracked[rel] = (sig, since, CREATED_SETTLE_SECONDS)
             return
-        sig = self._signature(rel)
-        if sig is None:
+        current = self._signature(rel)
+        if current is None:
             return
+        sig = current
         settle_s = self.settle_seconds
         if created and self._may_be_open_for_writing(rel):
             settle_s = max(settle_s, CREATED_SETTLE_SECONDS)

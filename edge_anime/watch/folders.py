@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import naming
 from ..config import WatchSection
 from ..errors import ConfigError
 
@@ -21,7 +22,6 @@ FOLDER_NAMES = ("inbox", "work", "outbox", "done", "failed")
 # Folders whose contents are moved by rename with the inbox's files: they must share its filesystem.
 SAME_FS_AS_INBOX = ("work", "done", "failed")
 PROBE_PREFIX = ".edge-anime-probe-"
-MAX_SUFFIX = 10_000  # clashes tried before giving up on a name
 _RENAME_NOREPLACE = 1  # from <linux/fs.h>
 
 
@@ -134,26 +134,16 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     os.unlink(src)
 
 
-def suffixed(name: str, n: int) -> str:
-    """``a_toon.jpg`` -> ``a_toon-2.jpg``: the n-th alternative when a name is taken (n = 0: the name)."""
-    if n == 0:
-        return name
-    stem, dot, ext = name.rpartition(".")
-    if not dot or not stem:
-        return f"{name}-{n}"
-    return f"{stem}-{n}.{ext}"
-
-
 def move_noreplace(src: Path, folder: Path, name: str) -> Path:
-    """Move ``src`` into ``folder`` as ``name``, or ``name-1``, ``name-2``... on a clash; returns the target."""
+    """Move ``src`` into ``folder`` as ``name``, or ``name-1``, ``name-2``... on a clash (naming's rule, each
+    fitted to NAME_MAX); returns the target."""
     folder.mkdir(parents=True, exist_ok=True)
-    for n in range(MAX_SUFFIX):
-        target = folder / suffixed(name, n)
-        if os.path.lexists(target):
-            continue
+
+    def take(candidate: str) -> bool:
         try:
-            rename_noreplace(src, target)
-            return target
+            rename_noreplace(src, folder / candidate)
         except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, f"no free name for {name} in {folder}")
+            return False
+        return True
+
+    return naming.child(folder, naming.free_name(name, take), what="name")

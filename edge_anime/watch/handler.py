@@ -1,7 +1,8 @@
 """One claimed file -> one decision: which output name, and where the input goes when the job ends.
 
-Knows no threads, queues or clocks (watchdog's handler rule): the service calls ``prepare`` before it submits
-a job, ``finish`` with the job's error (None when it succeeded), ``recover`` for claims found at start.
+Knows no threads, queues or clocks (watchdog's handler rule): the watch core calls ``prepare`` before it
+submits a job, ``succeed`` or ``fail`` when it ends (the core alone decides which, watch/faults.py), and
+``recover`` for claims found at start. Every name goes through edge_anime/naming.py.
 Every step writes what it decided into the claim record before acting, so a crash at any point is finished
 by ``recover`` the same way it would have been finished without the crash.
 """
@@ -14,14 +15,13 @@ import logging
 import os
 import shutil
 import stat
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import naming
 from ..config import Config
-from ..errors import InputError, TransientError
 from ..fsutil import write_atomic
 from .claim import (
     Claim,
@@ -31,13 +31,15 @@ from .claim import (
     reserve_name,
     save_record,
 )
-from .folders import MAX_SUFFIX, Folders, move_noreplace, rename_noreplace, suffixed
+from .folders import Folders, move_noreplace, rename_noreplace
 from .journal import ProcessedList
 
 log = logging.getLogger("edge_anime.watch")
 
 ERROR_SUFFIX = ".error.json"
 SYMLINK_REASON = "a symbolic link: links are never followed out of the inbox"
+# An input set aside keeps room for its report, NAME.error.json, written through a longer temp name.
+FAILED_MAX_BYTES = naming.OUTPUT_MAX_BYTES - len(ERROR_SUFFIX)
 
 
 class Outcome(enum.Enum):
@@ -54,6 +56,7 @@ class Verdict:
     reason: str = ""
     stage: str = ""
     delay_s: float = 0.0
+    held: bool = False          # RETRY only: kept while intake is paused (a fault of the box, not the input)
 
 
 def config_hash(config: Config) -> str:
@@ -97,66 +100,44 @@ class Handler:
             self._drop(claim)
             return Verdict(Outcome.RETURNED, reason="vanished from work/")
         if stat.S_ISLNK(st.st_mode):
-            return self._fail(claim, SYMLINK_REASON, stage="claim")
+            return self.fail(claim, SYMLINK_REASON, stage="claim")
         if stat.S_ISDIR(st.st_mode):
             return self.give_back(claim, reason="a folder, not a file")
         if not stat.S_ISREG(st.st_mode):
-            return self._fail(claim, "not a regular file (a fifo, socket or device)", stage="claim")
+            return self.fail(claim, "not a regular file (a fifo, socket or device)", stage="claim")
         if self.journal is not None and self.journal.contains(claim.rel, st):
             return self.give_back(claim, reason="already processed (watch.after_success: keep)")
         if claim.dst is None:
             self._reserve_output(claim)
-            save_record(claim)
         else:
             remove_stale_temps(claim.dst)
+        save_record(claim)  # every time: an earlier attempt may have reserved the name but failed to save
         assert claim.dst is not None
         return claim.dst
 
-    def _output_name(self, name: str, n: int) -> str:
-        from ..imaging import output_extension
-
-        stem = name.rpartition(".")[0] or name
-        ext = output_extension(self.config.output, Path(name))
-        template = self.config.output.name_template
-        base = template.format(stem=stem, style=self.style, ext=ext, name=name, n=n)
-        return base if "{n}" in template else suffixed(base, n)
-
     def _reserve_output(self, claim: Claim) -> None:
         """Pick the first free output name and reserve it; checked after reserving, so no race wins."""
+        from ..imaging import output_extension
+
         head, name = _split(claim.rel)
         folder = self.folders.outbox / head if head else self.folders.outbox
-        for n in range(MAX_SUFFIX):
-            out_name = self._output_name(name, n)
+
+        def take(out_name: str) -> bool:
             key = f"{head}/{out_name}" if head else out_name
             if os.path.lexists(folder / out_name) or not reserve_name(self.folders.work, key, claim.token):
-                continue
-            if os.path.lexists(folder / out_name):
+                return False
+            if os.path.lexists(folder / out_name):  # written by a stylize run between check and reserve
                 release_name(self.folders.work, key, claim.token)
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            claim.dst, claim.dst_key = folder / out_name, key
-            return
-        raise FileExistsError(f"no free output name for {claim.rel} in {folder}")
+                return False
+            claim.dst_key = key
+            return True
+
+        out_name = naming.free_output_name(self.config.output.name_template, source_name=name, style=self.style,
+                                           ext=output_extension(self.config.output, Path(name)), is_free=take)
+        folder.mkdir(parents=True, exist_ok=True)
+        claim.dst = naming.child(folder, out_name)
 
     # --- after the job ------------------------------------------------------------------------------
-    def finish(self, claim: Claim, error: BaseException | None) -> Verdict:
-        """Commit a finished job: done, failed at once, or kept for a retry."""
-        if error is None:
-            return self._succeed(claim)
-        if isinstance(error, InputError):
-            return self._fail(claim, str(error), stage=error.stage)
-        if isinstance(error, TransientError):
-            claim.attempts += 1
-            retry = self.config.watch.retry
-            if claim.attempts >= retry.max_attempts:
-                return self._fail(claim, f"gave up after {claim.attempts} attempts: {error}", stage=error.stage)
-            save_record(claim)
-            delay = min(retry.initial_seconds * 2 ** (claim.attempts - 1), retry.max_seconds)
-            return Verdict(Outcome.RETRY, reason=str(error), stage=error.stage, delay_s=delay)
-        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        log.error("internal error on %s (a bug; please report):\n%s", json.dumps(claim.rel), trace.rstrip())
-        return self._fail(claim, f"internal error: {type(error).__name__}: {error}", stage="internal")
-
     def recover(self, claim: Claim) -> Path | Verdict:
         """Finish a claim found at start the way it would have ended without the crash."""
         if not os.path.lexists(claim.path):
@@ -168,13 +149,14 @@ class Handler:
             self._drop(claim)  # its input was already committed; only the record was left
             return Verdict(Outcome.RETURNED, reason="already committed")
         if claim.failure is not None:
-            return self._fail(claim, claim.failure["reason"], stage=claim.failure["stage"])
+            return self.fail(claim, claim.failure["reason"], stage=claim.failure["stage"])
         if claim.dst is not None and os.path.exists(claim.dst):
             remove_stale_temps(claim.dst)
-            return self._succeed(claim)  # renamed into place atomically: complete, never produced twice
+            return self.succeed(claim)  # renamed into place atomically: complete, never produced twice
         return self.prepare(claim)
 
-    def _succeed(self, claim: Claim) -> Verdict:
+    def succeed(self, claim: Claim) -> Verdict:
+        """The output is in place: move the input on (done/, deleted, or kept in the inbox)."""
         head, name = _split(claim.rel)
         mode = self.config.watch.after_success
         if mode == "delete":
@@ -201,7 +183,7 @@ class Handler:
             return False
         return True
 
-    def _fail(self, claim: Claim, reason: str, *, stage: str) -> Verdict:
+    def fail(self, claim: Claim, reason: str, *, stage: str) -> Verdict:
         """Input to failed/NAME first (no-replace, the first free suffix), then NAME.error.json named after
         where it landed: two workers failing one name never overwrite or delete each other's report."""
         head, name = _split(claim.rel)
@@ -210,7 +192,7 @@ class Handler:
         if claim.failure is None:
             claim.failure = {"reason": reason, "stage": stage, "time": _now_iso()}
         while True:
-            claim.failure["name"] = self._free_failed_name(folder, name, 0)
+            claim.failure["name"] = self._free_failed_name(folder, name)
             save_record(claim)  # recovery knows where the input went if we crash before the report
             target = folder / claim.failure["name"]
             try:
@@ -224,15 +206,14 @@ class Handler:
 
     def _write_report(self, claim: Claim, target: Path) -> None:
         report = self._error_report(claim)
-        write_atomic(target.with_name(target.name + ERROR_SUFFIX), json.dumps(report, indent=2).encode())
+        write_atomic(naming.child(target.parent, target.name + ERROR_SUFFIX, what="report name"),
+                     json.dumps(report, indent=2).encode())
 
     @staticmethod
-    def _free_failed_name(folder: Path, name: str, start: int) -> str:
-        for n in range(start, MAX_SUFFIX):
-            candidate = suffixed(name, n)
-            if not os.path.lexists(folder / candidate) and not os.path.lexists(folder / (candidate + ERROR_SUFFIX)):
-                return candidate
-        raise FileExistsError(f"no free name for {name} in {folder}")
+    def _free_failed_name(folder: Path, name: str) -> str:
+        """Free for the input and for its report, both fitted: the report's temp name is the longest."""
+        return naming.free_name(name, lambda c: not os.path.lexists(folder / c)
+                                and not os.path.lexists(folder / (c + ERROR_SUFFIX)), max_bytes=FAILED_MAX_BYTES)
 
     def _error_report(self, claim: Claim) -> dict[str, Any]:
         assert claim.failure is not None

@@ -1,0 +1,153 @@
+"""One naming rule for every file the runtime names: outputs (stylize and the watch folder), inputs set aside
+in done/ or failed/, and their error reports.
+
+Why one module: the template, the "first free suffixed name" rule, the length limit and the one-component
+check used to be written in four places, and each copy missed a case (a 240-byte name that fits the
+filesystem but not with the temp prefix; a manifest ``style`` of ``../../x`` that escaped the outbox).
+
+- ``render``: ``output.name_template`` with the input's parts, checked to be one path component.
+- ``fit``: shorten a name to a byte budget, keeping the extension and a hash of what was cut (so two long
+  names that share a prefix stay apart).
+- ``suffixed`` / ``first_free``: ``a.jpg``, ``a-1.jpg``, ``a-2.jpg``... each candidate fitted to the budget.
+- ``child``: the one place a formatted name becomes a path; refuses anything but one component.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from .fsutil import TEMP_OVERHEAD_BYTES
+
+NAME_MAX_BYTES = 255          # Linux NAME_MAX on every filesystem we write to (ext4, xfs, btrfs, tmpfs, nfs)
+MAX_SUFFIX = 10_000           # clashes tried before giving up on a name
+HASH_CHARS = 8                # hex digits of the cut part's sha1 kept in a shortened name
+SHORTENED_MARK = "~"          # between the kept prefix and the hash: "very-long-na~1a2b3c4d.jpg"
+# A file written through fsutil.write_atomic has a longer hidden temp name first: its name must leave room.
+OUTPUT_MAX_BYTES = NAME_MAX_BYTES - TEMP_OVERHEAD_BYTES
+
+
+class UnsafeNameError(ValueError):
+    """A formatted name that is not exactly one path component ('/', NUL, '.', '..', empty)."""
+
+
+def name_bytes(name: str) -> int:
+    """Length as the kernel counts it (undecodable bytes round-trip through surrogateescape)."""
+    return len(os.fsencode(name))
+
+
+def check_component(name: str, *, what: str = "name") -> str:
+    """``name`` unchanged when it is one path component; UnsafeNameError naming it otherwise."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise UnsafeNameError(f"{what} {name!r} is not a single file name (no '/', '.', '..' or NUL allowed)")
+    return name
+
+
+def child(folder: Path, name: str, *, what: str = "output name") -> Path:
+    """``folder / name``, checked at the point of writing: the result is always directly inside ``folder``."""
+    return folder / check_component(name, what=what)
+
+
+def _split_ext(name: str) -> tuple[str, str]:
+    """('stem', '.ext') for 'stem.ext'; ('name', '') without a dot or for a dot-file."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        return name, ""
+    return stem, "." + ext
+
+
+def _cut(text: str, max_bytes: int) -> str:
+    """The longest prefix of ``text`` within ``max_bytes`` encoded bytes, never splitting a character."""
+    out: list[str] = []
+    used = 0
+    for ch in text:
+        size = name_bytes(ch)
+        if used + size > max_bytes:
+            break
+        out.append(ch)
+        used += size
+    return "".join(out)
+
+
+def fit(name: str, max_bytes: int = NAME_MAX_BYTES) -> str:
+    """``name`` when it fits in ``max_bytes``; else its stem cut short + ``~<hash>`` + its extension.
+
+    The hash is of the whole original name, so the result is stable (a retry picks the same name) and two
+    names that differ only after the cut stay different. An extension too long to keep is cut too.
+    """
+    if name_bytes(name) <= max_bytes:
+        return name
+    stem, ext = _split_ext(name)
+    digest = hashlib.sha1(os.fsencode(name)).hexdigest()[:HASH_CHARS]
+    tail = SHORTENED_MARK + digest
+    if name_bytes(ext) > max_bytes // 2:
+        ext = ""
+    room = max_bytes - name_bytes(tail) - name_bytes(ext)
+    return _cut(stem, max(room, 0)) + tail + ext
+
+
+def suffixed(name: str, n: int) -> str:
+    """``a_toon.jpg`` -> ``a_toon-2.jpg``: the n-th alternative when a name is taken (n = 0: the name)."""
+    if n == 0:
+        return name
+    stem, ext = _split_ext(name)
+    return f"{stem}-{n}{ext}"
+
+
+def candidate(name: str, n: int, *, max_bytes: int = NAME_MAX_BYTES) -> str:
+    """The n-th alternative of ``name``, fitted first so the suffix is never the part that is cut."""
+    suffix_bytes = 0 if n == 0 else len(f"-{n}")
+    return suffixed(fit(name, max_bytes - suffix_bytes), n)
+
+
+def first_free(make: Callable[[int], str], is_free: Callable[[str], bool], *, what: str) -> str:
+    """The first of ``make(0)``, ``make(1)``... that ``is_free`` accepts; each checked to be one component.
+
+    ``is_free`` may also reserve the name (an O_EXCL create): it is called once per candidate, in order.
+    """
+    for n in range(MAX_SUFFIX):
+        option = check_component(make(n))
+        if is_free(option):
+            return option
+    raise FileExistsError(f"no free name for {what} after {MAX_SUFFIX} tries")
+
+
+def free_name(name: str, is_free: Callable[[str], bool], *, max_bytes: int = NAME_MAX_BYTES) -> str:
+    """The first free of ``name``, ``name-1``... fitted to ``max_bytes`` (done/ and failed/ moves)."""
+    return first_free(lambda n: candidate(name, n, max_bytes=max_bytes), is_free, what=repr(name))
+
+
+def render(template: str, *, source_name: str, style: str, ext: str, n: int = 0) -> str:
+    """``output.name_template`` for one input; one path component, whatever the manifest's ``style`` says.
+
+    Templates without ``{n}`` get the clash suffix from ``suffixed``; templates with it number themselves.
+    """
+    stem = source_name.rpartition(".")[0] or source_name
+    return check_component(template.format(stem=stem, style=style, ext=ext, name=source_name, n=n),
+                           what="output name")
+
+
+def output_name(template: str, *, source_name: str, style: str, ext: str, n: int,
+                max_bytes: int = OUTPUT_MAX_BYTES) -> str:
+    """The n-th candidate output name for ``source_name``, fitted to ``max_bytes``."""
+    if "{n}" in template:
+        return fit(render(template, source_name=source_name, style=style, ext=ext, n=n), max_bytes)
+    return candidate(render(template, source_name=source_name, style=style, ext=ext), n, max_bytes=max_bytes)
+
+
+def free_output_name(template: str, *, source_name: str, style: str, ext: str, is_free: Callable[[str], bool],
+                     max_bytes: int = OUTPUT_MAX_BYTES) -> str:
+    """The first output name for ``source_name`` that ``is_free`` accepts (stylize and the watch folder)."""
+    return first_free(lambda n: output_name(template, source_name=source_name, style=style, ext=ext, n=n,
+                                            max_bytes=max_bytes), is_free, what=f"the output of {source_name!r}")
+
+
+def check_style(template: str, style: str) -> None:
+    """Refuse, before any work, a model whose manifest ``style`` would make output names that are not one
+    file name (``style: ../../x`` used to write outside the outbox). Raises UnsafeNameError saying so."""
+    try:
+        render(template, source_name="photo.jpg", style=style, ext="jpg")
+    except UnsafeNameError as exc:
+        raise UnsafeNameError(f"the model's style {style!r} in output.name_template {template!r} makes {exc}; "
+                              "fix the manifest's style or the template") from None

@@ -1,0 +1,114 @@
+"""What the core reports becomes counters, metrics, the one log line per image, and the pause notice.
+
+The core's ``Events``: the shell passes an ``Accounting`` to the core and reads it for the status file and
+sd_notify. Counters move only on verdicts, so they match the folders: ``failed`` counts inputs that reached
+failed/, never a retry or a held claim.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..watch.claim import Claim
+from ..watch.core import Pause
+from ..watch.handler import Outcome, Verdict
+from .logs import FIELDS_ATTR, log_name
+from .metrics import Metrics
+from .status import Counts
+
+log = logging.getLogger("edge_anime.service")
+
+
+class Accounting:
+    """Counts, metrics and log lines for verdicts; the service's state word."""
+
+    def __init__(self) -> None:
+        self.counts = Counts()
+        self.metrics = Metrics()
+        self.last: dict[str, Any] | None = None
+        self.state = "starting"
+        self.started = time.time()
+
+    # --- Events -------------------------------------------------------------------------------------
+    def verdict(self, claim: Claim, verdict: Verdict, result: Any | None) -> None:
+        timings = dict(getattr(result, "timings_s", None) or {})
+        fields: dict[str, Any] = {"file": claim.rel, "result": verdict.outcome.value}
+        name = log_name(claim.rel)
+        if verdict.outcome is Outcome.DONE:
+            self._done(claim, verdict, result, timings, fields)
+        elif verdict.outcome is Outcome.FAILED:
+            self.counts.failed += 1
+            self.metrics.failed.labels(stage=verdict.stage).inc()
+            fields.update(stage=verdict.stage, reason=verdict.reason, moved_to=str(verdict.where))
+            log.warning("failed %s at %s: %s", name, verdict.stage, verdict.reason, extra={FIELDS_ATTR: fields})
+        elif verdict.outcome is Outcome.RETRY:
+            self.counts.retried += 1
+            self.metrics.retries.inc()
+            fields.update(stage=verdict.stage, reason=verdict.reason, attempt=claim.attempts,
+                          delay_s=verdict.delay_s, held=verdict.held)
+            if verdict.held:
+                log.warning("holding %s (intake paused) at %s: %s", name, verdict.stage, verdict.reason,
+                            extra={FIELDS_ATTR: fields})
+            else:
+                log.warning("retry %s in %.1f s (attempt %d) at %s: %s", name, verdict.delay_s, claim.attempts,
+                            verdict.stage, verdict.reason, extra={FIELDS_ATTR: fields})
+        elif verdict.where is not None:
+            log.info("returned %s to the inbox: %s", name, verdict.reason, extra={FIELDS_ATTR: fields})
+        else:
+            log.info("dropped the claim of %s: %s", name, verdict.reason, extra={FIELDS_ATTR: fields})
+        self.last = {"file": claim.rel, "result": verdict.outcome.value, "time": time.time(),
+                     "seconds": round(timings.get("total", 0.0), 4)}
+
+    def _done(self, claim: Claim, verdict: Verdict, result: Any, timings: dict[str, float],
+              fields: dict[str, Any]) -> None:
+        self.counts.processed += 1
+        self.metrics.processed.inc()
+        self.metrics.observe(timings)
+        fields.update(output=str(verdict.where), in_size=getattr(result, "in_size", None),
+                      out_size=getattr(result, "out_size", None), timings_s=timings)
+        log.info("done %s %s -> %s %s%s", log_name(claim.rel), _size(fields["in_size"]),
+                 log_name(verdict.where.name if verdict.where else ""), _size(fields["out_size"]),
+                 _timings(timings) if result is not None else " (recovered: output was complete)",
+                 extra={FIELDS_ATTR: fields})
+
+    def paused(self, reason: str) -> None:
+        self.metrics.paused.set(1)
+        self.metrics.pauses.inc()
+        log.error("intake paused: %s; every claimed input is kept, and intake resumes by itself once writes "
+                  "succeed again", reason, extra={FIELDS_ATTR: {"event": "paused", "reason": reason}})
+
+    def resumed(self, paused_s: float) -> None:
+        self.metrics.paused.set(0)
+        log.info("intake resumed after %.1f s paused", paused_s,
+                 extra={FIELDS_ATTR: {"event": "resumed", "paused_s": round(paused_s, 3)}})
+
+    # --- read by the shell --------------------------------------------------------------------------
+    def shown_state(self, pause: Pause | None) -> str:
+        """The state word for the status file: 'paused' while a ready service holds intake."""
+        return "paused" if pause is not None and self.state == "ready" else self.state
+
+    def status_line(self, pause: Pause | None) -> str:
+        why = f" ({pause.reason})" if pause is not None else ""
+        return f"{self.shown_state(pause)}{why}: {self.counts.summary()}"
+
+    def pause_info(self, pause: Pause | None) -> dict[str, Any] | None:
+        if pause is None:
+            return None
+        return {"reason": pause.reason, "seconds": round(time.monotonic() - pause.since, 1)}
+
+    def update_gauges(self, pause: Pause | None) -> None:
+        self.metrics.queue_depth.set(self.counts.queued)
+        self.metrics.in_flight.set(self.counts.in_flight)
+        self.metrics.paused.set(1 if pause is not None else 0)
+
+
+def _size(size: Any) -> str:
+    return f"{size[0]}x{size[1]}" if size else "?"
+
+
+def _timings(timings: dict[str, float]) -> str:
+    if not timings:
+        return ""
+    parts = " ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items() if k != "total")
+    return f" in {timings.get('total', sum(timings.values())):.3f} s ({parts})"
