@@ -1,0 +1,204 @@
+"""The service against faults of its own box and of hostile names: a real process, a real tmpfs, real signals.
+
+Issue 13: a full state filesystem killed the service (exit 1/134, 70 at every restart) and a long one filed
+good photos in failed/; early signals killed it; a damaged status file crashed `edge-anime status`; a
+crafted name forged log lines. Each test here failed on the main of that time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_service import (
+    START_DEADLINE_S,
+    STOP_DEADLINE_S,
+    WORK_DEADLINE_S,
+    Service,
+    _free_port,
+    assert_decodes,
+    claims_left,
+    config,  # noqa: F401 - a fixture
+    hidden,
+    make_sources,
+    services,  # noqa: F401 - a fixture
+    start,
+    visible,
+    wait_until,
+)
+from test_watch_core import fill, tmpfs  # noqa: F401 - a fixture
+
+from edge_anime import naming
+
+
+@pytest.fixture
+def state_fs(tmpfs: Path) -> Iterator[Path]:  # noqa: F811 - the fixture imported above
+    """watch.root on a 2 MiB tmpfs; whatever a test left there is removed before the unmount."""
+    yield tmpfs
+    for entry in tmpfs.iterdir():
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+
+
+def metric(port: int, name: str) -> float | None:
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_full_state_disk_idle_then_busy_keeps_the_service_up_and_loses_nothing(
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
+        services: list[Service], state_fs: Path) -> None:  # noqa: F811
+    port = _free_port()
+    cfg = config({"watch": {"root": str(state_fs / "watch"),
+                            "retry": {"initial_seconds": 0.2, "max_seconds": 0.5, "max_attempts": 2}},
+                  "service": {"metrics": {"enabled": True, "port": port}}})
+    svc = start(services, cfg, tmp_path / "service.log")
+    inbox, outbox = svc.root / "inbox", svc.root / "outbox"
+    # Idle and full: the status file cannot be written; the service used to exit 1 here.
+    filler = fill(state_fs)
+    wait_until(lambda: metric(port, "edge_anime_intake_paused") == 1.0, timeout_s=WORK_DEADLINE_S,
+               what="intake paused (metrics)", proc=svc.proc, log=svc.log)
+    assert "intake paused: disk full" in svc.log.read_text()
+    # Busy and full: free the disk, let intake resume, fill it again while photos are being worked on.
+    filler.unlink()
+    wait_until(lambda: metric(port, "edge_anime_intake_paused") == 0.0, timeout_s=WORK_DEADLINE_S,
+               what="intake resumed by itself", proc=svc.proc, log=svc.log)
+    sources = make_sources(make_photo, tmp_path / "src", 30)
+    for src in sources:
+        shutil.copyfile(src, inbox / src.name)
+    wait_until(lambda: visible(svc.root / "done"), timeout_s=WORK_DEADLINE_S, what="the batch under way",
+               proc=svc.proc, log=svc.log)
+    filler = fill(state_fs)
+    wait_until(lambda: (metric(port, "edge_anime_intake_pauses_total") or 0) >= 2, timeout_s=WORK_DEADLINE_S,
+               what="intake paused again while busy", proc=svc.proc, log=svc.log)
+    assert len(visible(svc.root / "done")) < 30, "the batch finished before the disk filled: nothing tested"
+    time.sleep(2.0)  # two retry.max_attempts' worth of 0.5 s backoffs: a full disk must not condemn anything
+    assert svc.proc.poll() is None and visible(svc.root / "failed") == []
+    filler.unlink()
+    wait_until(lambda: len(visible(svc.root / "done")) == 30, timeout_s=WORK_DEADLINE_S,
+               what="all 30 inputs done after the disk was freed", proc=svc.proc, log=svc.log)
+    wait_until(lambda: (svc.status() or {}).get("state") == "ready", timeout_s=WORK_DEADLINE_S,
+               what="the status file back to ready", proc=svc.proc, log=svc.log)
+    assert metric(port, "edge_anime_intake_paused") == 0.0 and "intake resumed" in svc.log.read_text()
+    assert len(visible(outbox)) == 30 and visible(svc.root / "failed") == [] and visible(inbox) == []
+    for path in visible(outbox):
+        assert_decodes(path)
+    assert hidden(outbox) == [] and claims_left(svc.root / "work") == []
+    assert svc.stop() == 0
+
+
+def test_restart_on_a_full_disk_comes_up_paused_and_resumes_by_itself(
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
+        services: list[Service], state_fs: Path) -> None:  # noqa: F811
+    cfg = config({"watch": {"root": str(state_fs / "watch")}})
+    first = start(services, cfg, tmp_path / "first.log")
+    make_sources(make_photo, first.root / "inbox", 2)   # written into the inbox before the disk fills
+    wait_until(lambda: len(visible(first.root / "done")) == 2, timeout_s=WORK_DEADLINE_S, what="2 done",
+               proc=first.proc, log=first.log)
+    filler = fill(state_fs)
+    assert first.stop() == 0                              # stopping on a full disk is still a clean stop
+    again = Service(cfg, tmp_path / "again.log")          # used to exit 70 (the pid in .lock, unguarded)
+    services.append(again)
+    wait_until(lambda: "ready: worker" in again.log.read_text(), timeout_s=START_DEADLINE_S,
+               what="ready on a full disk", proc=again.proc, log=again.log)
+    wait_until(lambda: "intake paused" in again.log.read_text(), timeout_s=WORK_DEADLINE_S,
+               what="intake paused", proc=again.proc, log=again.log)
+    filler.unlink()
+    wait_until(lambda: (again.status() or {}).get("state") == "ready", timeout_s=WORK_DEADLINE_S,
+               what="resumed by itself", proc=again.proc, log=again.log)
+    shutil.copyfile(sorted(visible(first.root / "done"))[0], again.root / "inbox" / "late.jpg")
+    wait_until(lambda: (again.root / "done" / "late.jpg").exists(), timeout_s=WORK_DEADLINE_S,
+               what="a file after the resume", proc=again.proc, log=again.log)
+    assert again.stop() == 0
+
+
+# --- names -----------------------------------------------------------------------------------------------
+
+def test_names_near_name_max_and_a_log_forging_name(
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
+        services: list[Service]) -> None:  # noqa: F811
+    svc = start(services, config(), tmp_path / "service.log")
+    inbox = svc.root / "inbox"
+    src = tmp_path / "src"
+    good = make_photo("good.jpg", 64, 64, folder=src)
+    lengths = (218, 230, 246, 255)
+    for n in lengths:
+        shutil.copyfile(good, inbox / ("L" * (n - 4) + ".jpg"))
+        (inbox / ("B" * (n - 4) + ".jpg")).write_text("not a picture")
+    forged = 'evil\n2030-01-01 00:00:00,000 INFO done "forged.jpg" 64x64 -> "x.jpg".jpg'
+    (inbox / forged).write_text("not a picture either")
+    wait_until(lambda: len(visible(svc.root / "done")) == len(lengths)
+               and len(visible(svc.root / "failed")) == 2 * (len(lengths) + 1),
+               timeout_s=WORK_DEADLINE_S, what="every long name done or failed with its report",
+               proc=svc.proc, log=svc.log)
+    outputs = visible(svc.root / "outbox")
+    assert len(outputs) == len(lengths)
+    assert all(p.suffix == ".jpg" and naming.name_bytes(p.name) <= naming.OUTPUT_MAX_BYTES for p in outputs)
+    failed = visible(svc.root / "failed")
+    reports = [p for p in failed if p.name.endswith(".error.json")]
+    assert len(reports) == len(lengths) + 1
+    for report in reports:
+        assert Path(str(report).removesuffix(".error.json")).exists()
+    wait_until(lambda: (svc.status() or {}).get("counts", {}).get("failed") == len(reports), timeout_s=30,
+               what="the failed counter to match failed/", proc=svc.proc, log=svc.log)
+    assert (svc.status() or {})["counts"]["processed"] == len(lengths)
+    assert svc.stop() == 0
+    text = svc.log.read_text()
+    assert not any(line.startswith("2030-01-01") for line in text.splitlines())   # no forged line
+    assert 'evil\\n2030-01-01' in text
+
+
+# --- signals and the status command -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("delay_s", [0.15, 0.3, 0.6, 1.2])
+def test_sigterm_at_any_moment_after_launch_exits_0(
+        config: Callable[..., Path], tmp_path: Path, delay_s: float) -> None:  # noqa: F811
+    proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "run", "--config", str(config())],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(delay_s)  # the moment is the point of the test: no event marks "launched, not yet ready"
+    proc.send_signal(signal.SIGHUP)                      # an early reload must not kill it either
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=START_DEADLINE_S)
+    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+
+
+@pytest.mark.parametrize("damage", [{"pid": "x"}, {"pid": None}, {"pid": -1}, {"updated": "x", "counts": []}])
+def test_status_command_survives_a_damaged_status_file(
+        config: Callable[..., Path], tmp_path: Path, damage: dict[str, Any]) -> None:  # noqa: F811
+    cfg = config()
+    status_file = tmp_path / "watch" / "status.json"
+    status_file.parent.mkdir(parents=True)
+    data: dict[str, Any] = {"state": "ready", "host": os.uname().nodename, "pid": os.getpid(),
+                            "updated": time.time(), "started": time.time(), "counts": {"processed": 1}}
+    data.update(damage)
+    if damage.get("pid", 0) is None:
+        del data["pid"]
+    status_file.write_text(json.dumps(data))
+    for extra in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg), *extra],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode in (0, 3), proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_stop_is_quiet_and_a_short_drain_is_said_in_its_unit(
+        config: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:  # noqa: F811
+    svc = start(services, config({"service": {"drain_timeout_seconds": 0.2}}), tmp_path / "service.log")
+    assert svc.stop(timeout_s=STOP_DEADLINE_S) == 0
+    text = svc.log.read_text()
+    assert "draining for up to 0.2 s" in text
+    assert "queue_events" not in text and "Traceback" not in text
