@@ -31,8 +31,8 @@ def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
     if (folder / "manifest.yaml").is_file():
         return folder
     sys.path.insert(0, str(REPO))
-    from converters.generator import seeded_random_generator
-    from converters.ir import save_ir, torch_to_ov
+    from edge_anime_converters.generator import seeded_random_generator
+    from edge_anime_converters.ir import save_ir, torch_to_ov
 
     import yaml
 

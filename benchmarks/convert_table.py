@@ -1,7 +1,7 @@
 """PSNR and conversion time per precision, for issue 2's closing note.
 
 A seeded-random checkpoint in the published format is converted to fp32, fp16 and int8 with the real
-``converters.convert.convert`` (verification on ../shared/photos at 256x256 and 352x480); the table gives
+``edge_anime_converters.convert.convert`` (verification on ../shared/photos at 256x256 and 352x480); the table gives
 PSNR vs PyTorch (min / mean over every photo and size), INT8's PSNR vs the FP32 IR, wall-clock conversion
 time (it includes verification and, for int8, calibration) and the size of model.bin.
 
@@ -26,7 +26,7 @@ PRECISIONS = ("fp32", "fp16", "int8")
 
 def measure(checkpoint: Path, precision: str, *, out_dir: Path, photos: Path | None,
             verify_count: int | None, calib_count: int, floor_db: float | None = None) -> dict[str, Any]:
-    from converters.convert import ConversionError, convert
+    from edge_anime_converters.convert import ConversionError, convert
     from edge_anime.models import load_model_info
 
     start = time.perf_counter()
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from converters.generator import seeded_random_generator
-    from converters.samples import default_photo_dir
+    from edge_anime_converters.generator import seeded_random_generator
+    from edge_anime_converters.samples import default_photo_dir
 
     photos = args.photos or default_photo_dir()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 import edge_anime.imaging.decoder as decoder_module  # noqa: E402
 import edge_anime.imaging.planner as planner_module  # noqa: E402
-from converters.samples import psnr_db  # noqa: E402
+from edge_anime_converters.samples import psnr_db  # noqa: E402
 from edge_anime.config import parse_config  # noqa: E402
 from edge_anime.imaging import decoder, planner  # noqa: E402
 

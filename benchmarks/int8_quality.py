@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _common import cpu_model  # noqa: E402
-from converters.quantize import DEFAULT_INT8, Int8Setup, calibration_samples, quantize  # noqa: E402
-from converters.samples import default_photo_dir, load_samples, psnr_db, to_nchw_float, to_u8_hwc  # noqa: E402
+from edge_anime_converters.quantize import DEFAULT_INT8, Int8Setup, calibration_samples, quantize  # noqa: E402
+from edge_anime_converters.samples import default_photo_dir, load_samples, psnr_db, to_nchw_float, to_u8_hwc  # noqa: E402
 
 RANDOM_SEED = 0
 SPEED_HW = (512, 512)
@@ -84,16 +84,16 @@ class Weights:
 
 
 def random_weights() -> Weights:
-    from converters.generator import seeded_random_generator
-    from converters.ir import torch_to_float_ov
+    from edge_anime_converters.generator import seeded_random_generator
+    from edge_anime_converters.ir import torch_to_float_ov
 
     module = seeded_random_generator(RANDOM_SEED)
     return Weights(f"random(seed={RANDOM_SEED})", module, torch_to_float_ov(module))
 
 
 def checkpoint_weights(path: Path) -> Weights:
-    from converters.ir import torch_to_float_ov
-    from converters.sources import load_torch_source
+    from edge_anime_converters.ir import torch_to_float_ov
+    from edge_anime_converters.sources import load_torch_source
 
     source = load_torch_source(path, upsample_align=None, name=path.stem)
     return Weights(f"{path.parent.name}/{path.name}", source.module, torch_to_float_ov(source.module))
@@ -129,7 +129,7 @@ def speed_ratio(core: ov.Core, fp32: ov.Model, candidate: ov.Model, *, rounds: i
     Three compiled models take turns: FP32 (f32 arithmetic), FP32 IR with the plugin's default precision
     (bf16 where the CPU has it), and the candidate.
     """
-    from converters.ir import with_static_hw
+    from edge_anime_converters.ir import with_static_hw
 
     setups = ((fp32, F32), (fp32, PLUGIN_DEFAULT), (candidate, candidate_config))
     compiled = [core.compile_model(with_static_hw(m, SPEED_HW), "CPU", cfg) for m, cfg in setups]
@@ -154,7 +154,7 @@ def speed_ratio(core: ov.Core, fp32: ov.Model, candidate: ov.Model, *, rounds: i
 
 def study(weights: Weights, setups: dict[str, Int8Setup], *, eval_images: list, calibration: list,
           rounds: int, core: ov.Core, sink: "Sink", include_bf16: bool = True) -> None:
-    from converters.ir import with_static_hw, with_u8_io
+    from edge_anime_converters.ir import with_static_hw, with_u8_io
 
     fp32 = with_u8_io(weights.float_model.clone())
     eval_hw = eval_images[0].rgb.shape[:2]

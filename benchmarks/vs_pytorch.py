@@ -1,7 +1,7 @@
 """(a) Our pipeline vs the seed-style PyTorch pipeline, images/s side by side in one run.
 
 The PyTorch side is the published CPU tuning write-up's final setup: the model loaded once as TorchScript
-(a trace of ``converters.generator``), ``torch.set_num_threads(2)``, ``set_num_interop_threads(1)``, its
+(a trace of ``edge_anime_converters.generator``), ``torch.set_num_threads(2)``, ``set_num_interop_threads(1)``, its
 preprocessing (PIL convert + BILINEAR resize + ``from_numpy().permute().float()`` and the [-1, 1] scaling),
 one photo after another, JPEG out at the same quality. Our side is ``edge_anime.bench.measure`` (decode,
 resize, infer, encode, atomic write). Same photos, same 512 long side, same weights (seeded-random).
@@ -50,7 +50,7 @@ def ensure_torchscript() -> Path:
     import torch
 
     sys.path.insert(0, str(REPO))
-    from converters.generator import seeded_random_generator
+    from edge_anime_converters.generator import seeded_random_generator
 
     traced = torch.jit.trace(seeded_random_generator(SEED).eval(), torch.zeros(1, 3, 256, 256))
     TORCHSCRIPT.parent.mkdir(parents=True, exist_ok=True)

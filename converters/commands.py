@@ -14,7 +14,6 @@ from typing import Any
 
 from edge_anime.errors import UserError
 
-DEFAULT_OUTPUT = Path("models")
 PRECISION_CHOICES = ("fp32", "fp16", "int8")
 INSTALL_HINT = "pip install 'edge-anime[convert]'"
 BYTES_PER_MB = 1024 * 1024
@@ -44,7 +43,11 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="model name and folder name (default: the checkpoint's file stem)")
     parser.add_argument("--precision", choices=PRECISION_CHOICES, default="fp16",
                         help="fp16 (default): compressed weights; int8: NNCF post-training quantization")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="writes OUTPUT/NAME/ (default: models)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="writes OUTPUT/NAME/ (default: the first of the config's model.dirs, where the "
+                             "runtime looks for a style by name)")
+    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
+                        help="config whose model.dirs gives the default --output (default: bundled)")
     parser.add_argument("--calib", type=Path, metavar="DIR",
                         help="int8 calibration photos (default: ../shared/photos when present, else synthetic)")
     parser.add_argument("--calib-count", type=int, default=None, metavar="N", help="int8 calibration images (64)")
@@ -72,7 +75,8 @@ def run_convert(args: argparse.Namespace) -> int:
         raise UserError(f"convert needs torch, NNCF and ONNX ({exc.name} is missing): {INSTALL_HINT}") from exc
     name = args.name or args.checkpoint.stem
     folder = convert(
-        args.checkpoint, name=name, precision=args.precision, output_dir=args.output, calib_dir=args.calib,
+        args.checkpoint, name=name, precision=args.precision, output_dir=args.output or _model_dirs(args)[0],
+        calib_dir=args.calib,
         upsample_align=args.upsample_align, verify_dir=args.verify_images, floor_db=args.floor_db,
         verify_limit=args.verify_count, calib_count=args.calib_count or CALIBRATION_COUNT, style=args.style,
         verify_sizes_hw=tuple(args.verify_size) if args.verify_size else DEFAULT_SIZES_HW,
@@ -114,15 +118,27 @@ def add_models_args(parser: argparse.ArgumentParser) -> None:
     pull.add_argument("--retries", type=int, default=None, help="attempts after the first (default: 3)")
     pull.add_argument("--timeout", type=float, default=None, help="seconds per socket operation (default: 30)")
     pull.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pull.add_argument("--mirror", metavar="URL", default=None,
+                      help="base URL holding NAME.pt for a published name (a LAN mirror for an offline box); "
+                           "the pinned digests still apply")
     listing = sub.add_parser("list", help="installed models: name, precision, size, verified PSNR")
     listing.add_argument("--dir", type=Path, action="append", default=None,
-                         help="model folder to look in, repeatable (default: models)")
+                         help="model folder to look in, repeatable (default: the config's model.dirs)")
+    listing.add_argument("--config", type=Path, metavar="FILE", default=None,
+                         help="config whose model.dirs are listed (default: bundled)")
 
 
 def run_models(args: argparse.Namespace) -> int:
     if args.models_command == "list":
-        return _run_list(args.dir or [DEFAULT_OUTPUT])
+        return _run_list(args.dir or _model_dirs(args))
     return _run_pull(args)
+
+
+def _model_dirs(args: argparse.Namespace) -> list[Path]:
+    """The folders the runtime searches for a style by name (``model.dirs``, the bundled folder last)."""
+    from edge_anime.config import load_config
+
+    return list(load_config(args.config).model.dirs)
 
 
 def _run_pull(args: argparse.Namespace) -> int:
@@ -137,9 +153,12 @@ def _run_pull(args: argparse.Namespace) -> int:
         options["retries"] = args.retries
     if args.timeout is not None:
         options["timeout_s"] = args.timeout
+    if args.mirror is not None:
+        options["base_url"] = args.mirror
     pulled = pull_mod.pull(args.spec, **options)
     print(f"{pulled.path}: {pulled.size_bytes} bytes from {pulled.url}")
     print(f"sha256 {pulled.sha256}  (also in {pulled.path.name}.sha256)")
+    print(f"licence: {pulled.licence}")
     print(f"next: edge-anime convert {pulled.path} --name {pulled.path.stem}")
     return 0
 

@@ -11,6 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from . import __version__
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
 from .host import huge_pages_environment
 
@@ -26,9 +27,9 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "status": ("edge_anime.commands.status", "add_arguments", "run", "show what the running service is doing"),
     "config": ("edge_anime.commands.config", "add_arguments", "run",
                "check a config file or show it with defaults filled in"),
-    "models": ("converters.commands", "add_models_args", "run_models",
+    "models": ("edge_anime_converters.commands", "add_models_args", "run_models",
                "list installed models or pull published checkpoints"),
-    "convert": ("converters.commands", "add_convert_args", "run_convert",
+    "convert": ("edge_anime_converters.commands", "add_convert_args", "run_convert",
                 "convert a PyTorch/TorchScript/ONNX generator to a verified OpenVINO IR"),
 }
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="edge-anime",
         description="Photo-to-anime on CPU with OpenVINO: a watch folder, one-shot stylize, bench and tune.",
     )
+    parser.add_argument("-V", "--version", action="version", version=f"edge-anime {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, add_name, run_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)

@@ -4,6 +4,9 @@ Why pydantic: it gives strict types, defaults and, above all, the location of ev
 so `device.num_streams: expected an integer >= 1 or "auto", got 'two'` comes for free instead of from a
 hand-written walker. Every model forbids unknown keys, so a typo is an error, not a silently ignored line.
 Relative paths are resolved against the folder of the config file (or the working folder for defaults).
+The folders the runtime writes to (``watch.root``, ``device.cache_dir``, ``model.dirs``) default to
+``auto``: where this kind of install keeps them (``locations``); the bundled models folder is always searched
+last, so the bundled style resolves whatever ``model.dirs`` says.
 """
 from __future__ import annotations
 
@@ -15,11 +18,12 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .locations import bundled_config_path, bundled_models_dir, default_locations
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
-# The bundled config and models live beside the package in a source checkout (the README's install).
-DEFAULT_CONFIG_PATH = PACKAGE_ROOT.parent / "configs" / "default.yaml"
 ENV_CONFIG = "EDGE_ANIME_CONFIG"
+AUTO = "auto"
+# Path keys whose default is the install's own folder (``locations``); "auto" in a file means that default.
+_AUTO_PATH_KEYS: dict[str, tuple[str, ...]] = {"model": ("dirs",), "device": ("cache_dir",), "watch": ("root",)}
 
 
 def _auto_or_int(minimum: int) -> BeforeValidator:
@@ -63,7 +67,7 @@ class _Section(BaseModel):
 
 class ModelSection(_Section):
     path: str = "toon"  # an IR .xml, a model folder, or the name of an installed model
-    dirs: list[PathField] = Field(default_factory=lambda: [PACKAGE_ROOT.parent / "models"])
+    dirs: list[PathField] = Field(default_factory=lambda: [default_locations().models])
 
 
 class DeviceSection(_Section):
@@ -77,7 +81,7 @@ class DeviceSection(_Section):
     scheduling_core_type: Literal["ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"] = "ANY_CORE"
     inference_precision: Literal["auto", "f32", "bf16", "f16"] = "auto"
     execution_mode: Literal["PERFORMANCE", "ACCURACY"] = "PERFORMANCE"
-    cache_dir: PathField | None = Path(".cache/openvino")  # model cache; null disables
+    cache_dir: PathField | None = Field(default_factory=lambda: default_locations().cache)  # null disables
     shape_policy: Literal["static", "dynamic"] = "static"
     shape_cache_size: int = Field(default=16, ge=1, le=64)  # compiled static shapes kept (LRU)
     shape_cache_mb: int = Field(default=2048, ge=64)  # estimated inference memory of the shapes kept, all streams
@@ -129,7 +133,7 @@ class RetrySection(_Section):
 
 
 class WatchSection(_Section):
-    root: PathField = Path("var")
+    root: PathField = Field(default_factory=lambda: default_locations().state)
     inbox: PathField | None = None  # each defaults to <root>/<name>
     work: PathField | None = None
     outbox: PathField | None = None
@@ -241,6 +245,7 @@ def parse_config(raw: Any, *, base_dir: Path, source: Path | None = None) -> Con
     if not isinstance(raw, dict):
         raise ConfigError(f"{source or 'config'}: expected a mapping of sections, got {type(raw).__name__}")
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    _drop_auto_paths(raw)
     _resolve_paths(raw, base_dir)
     if "source" in raw:
         raise ConfigError(f"{source or 'config'}: source: unknown key")
@@ -248,7 +253,30 @@ def parse_config(raw: Any, *, base_dir: Path, source: Path | None = None) -> Con
         config = Config.model_validate({**raw, "source": source})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source=source)) from None
-    return _anchor_defaults(config, base_dir)
+    return _with_bundled_models(_anchor_defaults(config, base_dir))
+
+
+def _drop_auto_paths(raw: dict[str, Any]) -> None:
+    """``auto`` for a folder key means the schema's default: removing the key lets the default apply."""
+    for section, keys in _AUTO_PATH_KEYS.items():
+        values = raw.get(section)
+        if isinstance(values, dict):
+            for key in keys:
+                if values.get(key) == AUTO:
+                    del values[key]
+
+
+def _with_bundled_models(config: Config) -> Config:
+    """``model.dirs`` plus the bundled models folder, last: the effective search list every command uses."""
+    bundled = bundled_models_dir()
+    if any(_same_dir(d, bundled) for d in config.model.dirs):
+        return config
+    model = config.model.model_copy(update={"dirs": [*config.model.dirs, bundled]})
+    return config.model_copy(update={"model": model})
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return os.path.normpath(a) == os.path.normpath(b)
 
 
 def _anchor_defaults(config: Config, base_dir: Path) -> Config:
@@ -269,7 +297,7 @@ def _anchor_defaults(config: Config, base_dir: Path) -> Config:
 def default_config_path() -> Path:
     """``$EDGE_ANIME_CONFIG`` if set, else the bundled ``configs/default.yaml``."""
     env = os.environ.get(ENV_CONFIG)
-    return Path(env) if env else DEFAULT_CONFIG_PATH
+    return Path(env) if env else bundled_config_path()
 
 
 def load_config(path: Path | None = None) -> Config:

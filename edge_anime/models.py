@@ -1,6 +1,6 @@
 """The IR contract between converters and runtime: ``models/<name>/{model.xml, model.bin, manifest.yaml}``.
 
-The converter writes the manifest (``converters.manifest``); the runtime reads it here and refuses an IR
+The converter writes the manifest (``edge_anime_converters.manifest``, from the repository's ``converters/``); the runtime reads it here and refuses an IR
 whose ``.bin`` does not hash to what the manifest says, so a half-copied or swapped model never serves.
 Hashing 4-8 MB takes ~10 ms; the result is cached per (path, size, mtime) so reloads stay cheap.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from .errors import ModelError
+from .locations import bundled_models_dir
 
 MANIFEST_NAME = "manifest.yaml"
 MANIFEST_FORMAT = 1
@@ -68,6 +69,18 @@ def _cached_sha256(path: Path) -> str:
     return _hash_cache[key]
 
 
+REINSTALL_HINT = "the bundled style is damaged: reinstall the package (pip install --force-reinstall edge-anime)"
+
+
+def repair_hint(directory: Path) -> str:
+    """What fixes a broken model folder: a reinstall for the bundled style, a new copy or conversion otherwise."""
+    try:
+        Path(directory).resolve().relative_to(bundled_models_dir().resolve())
+    except ValueError:
+        return "copy the model folder again or re-run 'edge-anime convert'"
+    return REINSTALL_HINT
+
+
 def read_manifest(directory: Path) -> dict[str, Any]:
     """Parse ``manifest.yaml`` in ``directory``; a missing or malformed one is a ``ModelError``."""
     path = directory / MANIFEST_NAME
@@ -75,6 +88,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: no manifest.yaml; convert the model with 'edge-anime convert' to get one")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read it ({exc.strerror}); {repair_hint(directory)}") from None
     except yaml.YAMLError as exc:
         raise ModelError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
@@ -95,7 +110,7 @@ def load_model_info(directory: Path, *, verify: bool = True) -> ModelInfo:
     bin_path = directory / manifest["ir"]["bin"]
     for path in (xml, bin_path):
         if not path.is_file():
-            raise ModelError(f"{path}: missing; the manifest in {directory} names it")
+            raise ModelError(f"{path}: missing; the manifest in {directory} names it; {repair_hint(directory)}")
     info = ModelInfo(
         name=str(manifest["name"]),
         xml=xml,
@@ -104,11 +119,14 @@ def load_model_info(directory: Path, *, verify: bool = True) -> ModelInfo:
         manifest=manifest,
     )
     if verify:
-        actual = _cached_sha256(bin_path)
+        try:
+            actual = _cached_sha256(bin_path)
+        except OSError as exc:
+            raise ModelError(f"{bin_path}: cannot read it ({exc.strerror}); {repair_hint(directory)}") from None
         if actual != info.bin_sha256:
             raise ModelError(
                 f"{bin_path}: sha256 {actual[:12]}... does not match the manifest's {info.bin_sha256[:12]}...; "
-                "the IR was changed or half-copied: copy it again or re-run 'edge-anime convert'"
+                f"the IR was changed or half-copied: {repair_hint(directory)}"
             )
     return info
 
@@ -133,7 +151,8 @@ def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = T
         looked = ", ".join(str(d) for d in search_dirs) or "(no model folders configured)"
         raise ModelError(
             f"model.path: no installed model named '{spec}' in {looked}; "
-            "list them with 'edge-anime models list' or give the path of a model.xml"
+            "list them with 'edge-anime models list' or give the path of a model.xml "
+            f"(if '{spec}' is the bundled style, {REINSTALL_HINT})"
         )
     raise ModelError(f"model.path: {path} does not exist (expected a model.xml, a model folder or a name)")
 

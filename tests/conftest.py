@@ -34,7 +34,7 @@ def shared_photos() -> Path:
 def seeded_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state dict in the published checkpoint format, with seeded random weights."""
     torch = pytest.importorskip("torch")
-    from converters.generator import seeded_random_generator
+    from edge_anime_converters.generator import seeded_random_generator
 
     path = tmp_path_factory.mktemp("ckpt") / "random_gen.pt"
     torch.save(seeded_random_generator(SEED).state_dict(), path)
@@ -44,7 +44,7 @@ def seeded_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def random_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
     """An fp32 model folder (model.xml/.bin + manifest.yaml) converted from ``seeded_checkpoint``."""
-    from converters.convert import convert
+    from edge_anime_converters.convert import convert
 
     out = tmp_path_factory.mktemp("models")
     # Two small synthetic images at one size: the fixture needs a real IR, not the full verification that

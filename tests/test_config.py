@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from edge_anime.cli import main
-from edge_anime.config import DEFAULT_CONFIG_PATH, ENV_CONFIG, Config, load_config, parse_config
+from edge_anime.config import ENV_CONFIG, Config, load_config, parse_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
+from edge_anime.locations import bundled_config_path, bundled_models_dir, default_locations
 
 from conftest import REPO_ROOT
 
@@ -97,11 +98,11 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, random
     }), encoding="utf-8")
     config = load_config(box / "box.yaml")
     assert Path(config.model.path) == box / "models" / random_ir.name / "model.xml"
-    assert config.model.dirs == [box / "models", Path("/opt/models")]
+    assert config.model.dirs == [box / "models", Path("/opt/models"), bundled_models_dir()]
     assert config.device.cache_dir == box / "cache"
-    assert config.watch.root == box / "var"  # a default, anchored like a value from the file
+    assert config.watch.root == default_locations().state  # not under the config's folder: the install's own
     assert config.watch.inbox == tmp_path / "etc" / "drop" and config.watch.done == Path.home() / "done"
-    assert config.model_copy().status_file() == box / "var" / "status.json"
+    assert config.model_copy().status_file() == default_locations().state / "status.json"
     assert main(["config", "check", str(box / "box.yaml")]) == 0
 
 
@@ -112,27 +113,53 @@ def test_installed_model_names_stay_names(tmp_path: Path) -> None:
 
 def test_no_path_means_the_bundled_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ENV_CONFIG, raising=False)
-    assert load_config(None).source == DEFAULT_CONFIG_PATH.resolve()
+    assert load_config(None).source == bundled_config_path().resolve()
     (tmp_path / "env.yaml").write_text("image: {max_side: 300}\n", encoding="utf-8")
     monkeypatch.setenv(ENV_CONFIG, str(tmp_path / "env.yaml"))
     assert load_config(None).image.max_side == 300
 
 
-def _non_paths(data: dict[str, Any]) -> dict[str, Any]:
-    """Drop the keys holding paths: the file spells them relative, the schema absolute."""
-    paths = {("model", "dirs"), ("device", "cache_dir"), ("watch", "root")}
-    return {section: {k: v for k, v in values.items() if (section, k) not in paths}
-            for section, values in data.items()}
-
-
-def test_bundled_yaml_spells_the_schema_defaults() -> None:
-    """configs/default.yaml documents every field with its default: the two must never drift apart."""
-    from_file = load_config(DEFAULT_CONFIG_PATH).model_dump(mode="json", exclude={"source"})
-    from_schema = Config().model_dump(mode="json", exclude={"source"})
-    assert _non_paths(from_file) == _non_paths(from_schema)
-    raw = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+def test_bundled_yaml_spells_the_schema_defaults(tmp_path: Path) -> None:
+    """configs/default.yaml documents every field with its default, paths included: the two never drift."""
+    from_file = load_config(bundled_config_path()).model_dump(mode="json", exclude={"source"})
+    from_schema = parse_config({}, base_dir=tmp_path).model_dump(mode="json", exclude={"source"})
+    assert from_file == from_schema
+    assert Config().model_dump(mode="json")["watch"]["root"] == str(default_locations().state)
+    raw = yaml.safe_load(bundled_config_path().read_text(encoding="utf-8"))
     for section, values in from_schema.items():
         assert set(raw[section]) == set(values), f"{section}: keys missing from configs/default.yaml"
+
+
+@pytest.mark.parametrize(("env", "kind", "state", "cache", "models"), [
+    ({"STATE_DIRECTORY": "/var/lib/edge-anime", "CACHE_DIRECTORY": "/var/cache/edge-anime"}, "systemd",
+     "/var/lib/edge-anime", "/var/cache/edge-anime/openvino", "/var/lib/edge-anime/models"),
+    ({"STATE_DIRECTORY": "/var/lib/a:/var/lib/b"}, "systemd", "/var/lib/a", "/var/lib/a/cache/openvino",
+     "/var/lib/a/models"),
+])
+def test_systemd_directories_win(env: dict[str, str], kind: str, state: str, cache: str, models: str) -> None:
+    found = default_locations(env)
+    assert (found.kind, str(found.state), str(found.cache), str(found.models)) == (kind, state, cache, models)
+
+
+def test_a_checkout_keeps_its_state_beside_it() -> None:
+    """The editable install the tests run from: var/, .cache/ and models/ of the checkout (gitignored)."""
+    found = default_locations({})
+    assert found.kind == "checkout"
+    assert (found.state, found.cache, found.models) == (REPO_ROOT / "var", REPO_ROOT / ".cache" / "openvino",
+                                                        REPO_ROOT / "models")
+    assert bundled_models_dir() == REPO_ROOT / "models" and bundled_config_path().parent == REPO_ROOT / "configs"
+
+
+def test_auto_means_the_default_and_show_prints_resolved_paths(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("watch: {root: auto}\ndevice: {cache_dir: auto}\nmodel: {dirs: auto}\n",
+                                     encoding="utf-8")
+    shown = subprocess.run([sys.executable, "-m", "edge_anime", "config", "show", str(tmp_path / "a.yaml")],
+                           capture_output=True, text=True, check=True).stdout
+    data = yaml.safe_load(shown)
+    assert data["watch"]["root"] == str(REPO_ROOT / "var") and data["device"]["cache_dir"] == str(
+        REPO_ROOT / ".cache" / "openvino")
+    assert "`auto` folders are the folders for a checkout install" in shown
+    assert data["model"]["dirs"] == [str(REPO_ROOT / "models")]
 
 
 def test_check_reports_key_path_and_exits_78(write_config: Callable[..., Path],

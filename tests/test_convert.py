@@ -16,8 +16,8 @@ from PIL import Image
 
 torch = pytest.importorskip("torch")
 
-from converters.convert import ConversionError, convert  # noqa: E402
-from converters.generator import seeded_random_generator  # noqa: E402
+from edge_anime_converters.convert import ConversionError, convert  # noqa: E402
+from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
 from edge_anime.errors import ModelError  # noqa: E402
 from edge_anime.models import load_model_info, sha256_file  # noqa: E402
 

@@ -61,7 +61,7 @@ def test_target_rejects_non_rgb_u8() -> None:
 @pytest.mark.parametrize("precision", ["f32", "bf16"])
 def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path, precision: str) -> None:
     torch = pytest.importorskip("torch")
-    from converters.generator import Generator
+    from edge_anime_converters.generator import Generator
     from training.train_toon import train
 
     out = tmp_path / "toon.pt"
@@ -101,7 +101,7 @@ def test_ink_weight_marks_the_targets_dark_lines_only() -> None:
 
 def test_output_refit_lowers_l1_on_whole_images() -> None:
     pytest.importorskip("torch")
-    from converters.generator import seeded_random_generator
+    from edge_anime_converters.generator import seeded_random_generator
     from training.data import build_pool
     from training.refit import refit_output_layer
 
@@ -118,7 +118,7 @@ shipped = pytest.mark.skipif(not (TOON_DIR / "model.xml").is_file(), reason=f"no
 @shipped
 def test_shipped_checkpoint_has_the_published_keys() -> None:
     torch = pytest.importorskip("torch")
-    from converters.generator import Generator
+    from edge_anime_converters.generator import Generator
 
     state = torch.load(CHECKPOINT, weights_only=True)
     Generator(upsample_align=True).load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
@@ -185,7 +185,7 @@ def test_rebuilt_ir_matches_the_shipped_one(tmp_path: Path) -> None:
     from skimage import data
     from skimage.metrics import peak_signal_noise_ratio
 
-    from converters.convert import convert
+    from edge_anime_converters.convert import convert
     from training.target import resize_long_side
 
     shipped_manifest = yaml.safe_load((TOON_DIR / "manifest.yaml").read_text(encoding="utf-8"))

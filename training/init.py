@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from converters.generator import ConvNormLReLU, Generator, InvertedResBlock
+from edge_anime_converters.generator import ConvNormLReLU, Generator, InvertedResBlock
 
 PAIR = 6  # channels 0..2 carry x (RGB), 3..5 carry -x
 RESIDUAL_BRANCH_GAIN = 0.05  # last GroupNorm gamma in residual blocks: blocks start near identity

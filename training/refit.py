@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from converters.generator import Generator
+from edge_anime_converters.generator import Generator
 from training.data import load_or_build_pool
 from training.train_toon import export_state_dict, to_tensor
 

@@ -32,7 +32,7 @@ def shrink_png(path: Path) -> None:
 
 def ship(checkpoint: Path, *, models_dir: Path) -> Path:
     """Convert (fp16, align_corners decoder), copy the checkpoint in, shrink verify.png; returns the folder."""
-    from converters.convert import convert
+    from edge_anime_converters.convert import convert
 
     folder = convert(checkpoint, name=MODEL_NAME, precision="fp16", output_dir=models_dir, upsample_align=True)
     tmp = folder / f".{checkpoint.name}.tmp"

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from converters.generator import Generator
+from edge_anime_converters.generator import Generator
 from training.data import batches, load_or_build_pool
 from training.init import passthrough_init
 

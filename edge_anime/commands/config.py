@@ -6,19 +6,24 @@ from pathlib import Path
 
 from ..config import effective_yaml, load_config
 from ..errors import EXIT_OK
+from ..locations import default_locations
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="config_action", metavar="ACTION", required=True)
     check = sub.add_parser("check", help="validate FILE, including that the model it names exists and is intact")
-    check.add_argument("file", type=Path, metavar="FILE")
-    show = sub.add_parser("show", help="print FILE as the runtime sees it, defaults filled in")
-    show.add_argument("file", type=Path, metavar="FILE")
+    check.add_argument("file", type=Path, metavar="FILE", nargs="?", default=None,
+                       help="default: $EDGE_ANIME_CONFIG, else the bundled default config")
+    show = sub.add_parser("show", help="print FILE as the runtime sees it, defaults and folders filled in")
+    show.add_argument("file", type=Path, metavar="FILE", nargs="?", default=None,
+                      help="default: $EDGE_ANIME_CONFIG, else the bundled default config")
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     if args.config_action == "show":
+        kind = default_locations().kind
+        print(f"# {config.source}, as the runtime sees it; `auto` folders are the folders for a {kind} install")
         print(effective_yaml(config), end="")
         return EXIT_OK
     from ..models import resolve_model  # the model named must exist and match its manifest

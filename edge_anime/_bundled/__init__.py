@@ -1,0 +1,1 @@
+"""Package data: ``configs/`` and ``models/`` of the repository, mapped here by pyproject's package-dir."""
