@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import http.server
 import os
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,14 @@ import pytest
 
 pytest.importorskip("torch")
 
-from converters.pull import PUBLISHED, PullError, pull, resolve  # noqa: E402
+from edge_anime_converters.pull import (  # noqa: E402
+    PUBLISHED,
+    PUBLISHED_BLOB_SHA1,
+    PullError,
+    git_blob_sha1,
+    pull,
+    resolve,
+)
 from edge_anime.cli import main  # noqa: E402
 from edge_anime.errors import EXIT_CONFIG  # noqa: E402
 
@@ -52,7 +61,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server(seeded_checkpoint: Path) -> Iterator[str]:
-    _Handler.routes = {"/good.pt": seeded_checkpoint.read_bytes(), "/readme.pt": b"# not weights\n" * 100}
+    # /mirror/paprika.pt: a real checkpoint served under a published name, but not the published content.
+    _Handler.routes = {"/good.pt": seeded_checkpoint.read_bytes(), "/readme.pt": b"# not weights\n" * 100,
+                       "/mirror/paprika.pt": seeded_checkpoint.read_bytes()}
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -114,3 +125,43 @@ def test_published_names_resolve_to_github_urls() -> None:
         assert filename == f"{name}.pt"
     with pytest.raises(PullError, match="neither a published checkpoint"):
         resolve("face_paint_512_v3")
+
+
+def test_git_blob_id_is_the_one_git_computes(seeded_checkpoint: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed here, so there is nothing to compare the blob id with")
+    expected = subprocess.run(["git", "hash-object", str(seeded_checkpoint)], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert git_blob_sha1(seeded_checkpoint) == expected
+
+
+def test_published_name_with_other_content_is_refused_and_nothing_kept(server: str, tmp_path: Path,
+                                                                        seeded_checkpoint: Path) -> None:
+    actual = git_blob_sha1(seeded_checkpoint)
+    with pytest.raises(PullError) as info:
+        pull("paprika", base_url=f"{server}/mirror", dest=tmp_path, **FAST)
+    message = str(info.value)
+    assert f"expected git blob {PUBLISHED_BLOB_SHA1['paprika']}, got {actual}" in message
+    assert "paprika.pt does not match its pinned digest, not kept" in message
+    assert os.listdir(tmp_path) == []
+
+
+def test_published_name_matching_its_pin_is_kept_with_its_licence(server: str, tmp_path: Path,
+                                                                  seeded_checkpoint: Path) -> None:
+    """The real pins cannot be met here (no published weights offline): pin the served file instead."""
+    pins = {"paprika": git_blob_sha1(seeded_checkpoint)}
+    pulled = pull("paprika", base_url=f"{server}/mirror", dest=tmp_path, pinned=pins, **FAST)
+    assert pulled.path.read_bytes() == seeded_checkpoint.read_bytes()
+    assert "non-commercial use only" in pulled.licence
+    assert sorted(os.listdir(tmp_path)) == ["paprika.pt", "paprika.pt.sha256"]
+
+
+def test_cli_mirror_pull_says_expected_and_got(server: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "pull", "paprika", "--mirror", f"{server}/mirror", "--dest", str(tmp_path),
+                 "--no-progress"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"expected git blob {PUBLISHED_BLOB_SHA1['paprika']}, got " in err and err.count("\n") == 1
+    assert os.listdir(tmp_path) == []
+    assert main(["models", "pull", f"{server}/good.pt", "--dest", str(tmp_path), "--no-progress"]) == 0
+    assert "licence: unknown (not a published checkpoint)" in capsys.readouterr().out
