@@ -14,6 +14,8 @@ from edge_anime.errors import EXIT_CONFIG
 
 UNIT = Path(__file__).resolve().parent.parent / "configs" / "systemd" / "edge-anime.service"
 EXAMPLE = UNIT.with_name("config.yaml")
+SYSUSERS = UNIT.with_name("edge-anime.sysusers.conf")
+TMPFILES = UNIT.with_name("edge-anime.tmpfiles.conf")
 INSTALLED_BINARY = "/opt/edge-anime/.venv/bin/edge-anime"
 
 
@@ -75,3 +77,32 @@ def test_example_config_is_valid_and_uses_the_units_folders() -> None:
     assert config.status_file() == Path("/run/edge-anime/status.json")  # RuntimeDirectory
     stop_timeout = int(_unit_keys()["Service"]["TimeoutStopSec"][0])
     assert config.service.drain_timeout_seconds < stop_timeout
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (Debian: apt-get install systemd)")
+    return path
+
+
+def test_sysusers_and_tmpfiles_make_the_user_and_its_setgid_folders(tmp_path: Path) -> None:
+    """Both files applied for real, into a scratch root: the user the unit names, the folders it uses."""
+    sysusers, tmpfiles = _tool("systemd-sysusers"), _tool("systemd-tmpfiles")
+    for folder, source in (("sysusers.d", SYSUSERS), ("tmpfiles.d", TMPFILES)):
+        (tmp_path / "etc" / folder).mkdir(parents=True)
+        shutil.copy(source, tmp_path / "etc" / folder / "edge-anime.conf")
+    for cmd in ([sysusers, f"--root={tmp_path}"], [tmpfiles, f"--root={tmp_path}", "--create"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    users = {ln.split(":")[0]: ln.split(":") for ln in (tmp_path / "etc" / "passwd").read_text().splitlines()}
+    service = _unit_keys()["Service"]
+    user = users[service["User"][0]]
+    assert user[5] == "/var/lib/edge-anime" and user[6] == "/usr/sbin/nologin"
+    config = load_config(EXAMPLE)
+    for folder in ("inbox", "outbox", "done", "failed"):
+        made = (tmp_path / config.watch.folder(folder).relative_to("/")).stat()
+        assert (oct(made.st_mode & 0o7777), made.st_uid) == ("0o2775", int(user[2])), folder
+    assert (tmp_path / config.model.dirs[0].relative_to("/")).is_dir()
+    assert config.device.cache_dir is not None
+    assert (tmp_path / config.device.cache_dir.parent.relative_to("/")).is_dir()
