@@ -1,9 +1,11 @@
 """Finding complete files in the inbox: inotify events, polling, settle, ignore patterns, rescans.
 
 Shape (watchdog's own): producers fill one bounded queue of names, the service takes from it.
-- inotify (watchdog's InotifyObserver): close-write and moved-to make a file ready at once. A created file
-  waits for its close-write however slowly it is written; symlinks and hard links (which get none) settle
-  as in polling mode; ``CREATED_SETTLE_SECONDS`` without a change is the last resort for a lost event.
+- inotify (watchdog's InotifyObserver): moved-to makes a file ready at once (a rename is whole by design);
+  close-write makes it ready once ``settle_seconds`` pass with no change after the *last* close-write, so a
+  writer that closes and reopens to append arrives as one file, not fragments. A created file waits for its
+  close-write however slowly it is written; symlinks and hard links (which get none) settle as in polling
+  mode; ``CREATED_SETTLE_SECONDS`` without a change is the last resort for a lost event.
 - polling: the inbox is scanned every ``poll_interval_seconds``; a file is ready when its size, mtime and
   ctime stayed the same for ``settle_seconds`` of this machine's clock (ctime cannot be set back by cp -p,
   and comparing observations, not timestamps, is immune to a share's clock skew).
@@ -132,6 +134,7 @@ class Detector:
         self._offered: set[str] = set()
         self._tracked: dict[str, tuple[Signature, float, float]] = {}  # rel -> signature, since, settle_s
         self._created: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
+        self._closed: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
         # Closed (complete) files that found the ready queue full: offered first when room frees up.
         self._completed: queue.Queue[str] = queue.Queue(maxsize=MAX_TRACKED_FILES)
         self._lock = threading.Lock()
@@ -142,6 +145,8 @@ class Detector:
         self._thread: threading.Thread | None = None
         self._observer: object | None = None
         self._overflow_hook: logging.Handler | None = None
+        self.overflows = 0  # inotify queue overflows seen (each one triggers a rescan)
+        self._events_lost = False
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,6 +169,12 @@ class Detector:
             self._overflow_hook = None
 
     def request_rescan(self) -> None:
+        self._rescan_requested = True
+
+    def events_lost(self) -> None:
+        """An inotify overflow: rescan, and stop waiting for close-writes that may have been dropped (the
+        files they belong to settle as in polling mode instead of waiting CREATED_SETTLE_SECONDS)."""
+        self._events_lost = True
         self._rescan_requested = True
 
     def get(self, timeout: float) -> str | None:
@@ -230,6 +241,10 @@ class Detector:
     def tick(self) -> None:
         """One round: take created-file events, continue or start a rescan, offer what settled."""
         now = self._clock()
+        if self._events_lost:
+            self._events_lost = False
+            self._tracked = {rel: (sig, since, min(settle_s, self.settle_seconds))
+                             for rel, (sig, since, settle_s) in self._tracked.items()}
         while not self._completed.empty():
             rel = self._completed.queue[0]
             if not self.offer(rel):
@@ -241,6 +256,12 @@ class Detector:
             except queue.Empty:
                 break
             self._track(rel, now, created=True)
+        while True:
+            try:
+                rel = self._closed.get_nowait()
+            except queue.Empty:
+                break
+            self._track_closed(rel, now)
         if self._rescan is None and (self.mode == "polling" or self._rescan_requested
                                      or now - self._last_rescan > RESCAN_INTERVAL_SECONDS):
             self._rescan_requested = False
@@ -275,6 +296,17 @@ class Detector:
         if created and self._may_be_open_for_writing(rel):
             settle_s = max(settle_s, CREATED_SETTLE_SECONDS)
         self._tracked[rel] = (sig, now, settle_s)
+
+    def _track_closed(self, rel: str, now: float) -> None:
+        """A close-write restarts the settle clock: ready after ``settle_seconds`` with no change since."""
+        with self._lock:
+            if rel in self._offered:
+                return
+        sig = self._signature(rel)
+        if sig is None:
+            self._tracked.pop(rel, None)
+            return
+        self._tracked[rel] = (sig, now, self.settle_seconds)
 
     def _may_be_open_for_writing(self, rel: str) -> bool:
         """A created regular file with one link will get a close-write; symlinks and hard links will not
@@ -319,8 +351,16 @@ class Detector:
             self._offered.add(rel)
             return True
 
+    def on_closed(self, rel: str) -> None:
+        """close-write: the writer closed it, but may open it again to append; it settles from now."""
+        if self.filter.accepts(rel):
+            try:
+                self._closed.put_nowait(rel)
+            except queue.Full:
+                self._rescan_requested = True
+
     def on_complete(self, rel: str) -> None:
-        """close-write or moved-to: the writer is done with it."""
+        """moved-to: the file arrived whole (rsync, cp then mv)."""
         if not self.filter.accepts(rel):
             return
         if self._skip is not None:
@@ -369,7 +409,7 @@ class _EventHandler(FileSystemEventHandler):
         elif isinstance(event, FileClosedEvent):
             rel = _rel(self.detector, event.src_path)
             if rel is not None:
-                self.detector.on_complete(rel)
+                self.detector.on_closed(rel)
         elif isinstance(event, FileCreatedEvent):
             rel = _rel(self.detector, event.src_path)
             if rel is not None:
@@ -377,7 +417,9 @@ class _EventHandler(FileSystemEventHandler):
 
 
 class _OverflowHook(logging.Handler):
-    """watchdog logs an inotify queue overflow but has no callback for it: its warning triggers a rescan."""
+    """watchdog (7.1 and later) logs an inotify queue overflow but gives event handlers no callback for
+    it: its warning triggers a rescan. Older watchdog releases drop the overflow silently; there only the
+    60 s rescan recovers (docs/service.md says so)."""
 
     def __init__(self, detector: Detector) -> None:
         super().__init__(level=logging.WARNING)
@@ -385,5 +427,7 @@ class _OverflowHook(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if "overflow" in record.getMessage().lower():
-            self.detector.request_rescan()
+            self.detector.overflows += 1
+            log.warning("inotify queue overflowed: events were lost; rescanning %s now", self.detector.inbox)
+            self.detector.events_lost()
 
