@@ -6,6 +6,7 @@ browsers all skip it, and it lives in the target folder so the rename never cros
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import uuid
@@ -57,10 +58,8 @@ def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
 
 def _unlink_quietly(path: Path) -> None:
     """Remove a temp file on the way out of a failure; a second error (EIO, EROFS) must not hide the first."""
-    try:
+    with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def is_temp_name(name: str) -> bool:

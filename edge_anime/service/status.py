@@ -59,7 +59,7 @@ def write_status(path: Path, status: Status) -> None:
 def read_status(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")  # noqa: TRY004 - callers treat it like bad JSON
+        raise ValueError(f"{path}: expected a JSON object")
     return data
 
 
