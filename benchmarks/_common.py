@@ -37,9 +37,10 @@ def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
     import yaml
 
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    _, bin_path = save_ir(torch_to_ov(seeded_random_generator(SEED).eval()), tmp, compress_to_fp16=False)
+    xml_path, bin_path = save_ir(torch_to_ov(seeded_random_generator(SEED).eval()), tmp, compress_to_fp16=False)
     manifest = {"format": 1, "name": folder.name, "precision": "fp32",
                 "ir": {"xml": "model.xml", "bin": "model.bin",
+                       "xml_sha256": hashlib.sha256(xml_path.read_bytes()).hexdigest(),
                        "bin_sha256": hashlib.sha256(bin_path.read_bytes()).hexdigest()},
                 "input": {"size_multiple": 4}}
     (tmp / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")

@@ -31,7 +31,7 @@ def package_version(name: str) -> str | None:
 def build_manifest(*, name: str, style: str | None, precision: str, source: Source, source_sha256: str,
                    xml: Path, bin_path: Path, verification: Verification,
                    quantization: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The manifest mapping; ``bin_sha256`` is computed here from the file that will be renamed into place."""
+    """The manifest mapping; the digests are computed here from the files that will be renamed into place."""
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
         "name": name,
@@ -40,7 +40,8 @@ def build_manifest(*, name: str, style: str | None, precision: str, source: Sour
         "upsample_align": source.upsample_align,
         "source": {"file": source.path.name, "sha256": source_sha256, "kind": source.kind,
                    "layout": source.layout},
-        "ir": {"xml": xml.name, "bin": bin_path.name, "bin_sha256": sha256_file(bin_path)},
+        "ir": {"xml": xml.name, "bin": bin_path.name, "xml_sha256": sha256_file(xml),
+               "bin_sha256": sha256_file(bin_path)},
         "input": {"name": INPUT_NAME, "layout": "NHWC", "dtype": "u8", "color": "RGB",
                   "shape": [1, -1, -1, 3], "size_multiple": SIZE_MULTIPLE},
         "output": {"name": OUTPUT_NAME, "layout": "NHWC", "dtype": "u8", "color": "RGB"},

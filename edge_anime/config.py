@@ -10,18 +10,29 @@ last, so the bundled style resolves whatever ``model.dirs`` says.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import reprlib
+import string
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
+from .yamlload import YamlError, load_bounded
 from .locations import bundled_config_path, bundled_models_dir, default_locations
 
 ENV_CONFIG = "EDGE_ANIME_CONFIG"
 AUTO = "auto"
+WORKER_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and 127.0.0.0/8 or ::1: an address only this machine can reach."""
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
 # Path keys whose default is the install's own folder (``locations``); "auto" in a file means that default.
 _AUTO_PATH_KEYS: dict[str, tuple[str, ...]] = {"model": ("dirs",), "device": ("cache_dir",), "watch": ("root",)}
 
@@ -117,6 +128,9 @@ class OutputSection(_Section):
             raise ValueError(f"unknown placeholder {exc}; use {{stem}}, {{style}}, {{ext}}, {{name}}") from exc
         if "/" in value or "\\" in value:
             raise ValueError("a file name template, not a path: no '/' allowed")
+        for _, field, spec, conversion in string.Formatter().parse(value):
+            if field is not None and (spec or conversion):
+                raise ValueError(f"{{{field}}} takes no format spec or conversion; write the placeholder plainly")
         return value
 
 
@@ -130,6 +144,13 @@ class RetrySection(_Section):
     initial_seconds: Seconds = 1.0
     max_seconds: Seconds = 60.0
     max_attempts: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _initial_within_max(self) -> RetrySection:
+        if self.initial_seconds > self.max_seconds:
+            raise ValueError(f"initial_seconds ({self.initial_seconds}) is above max_seconds ({self.max_seconds}); "
+                             "expected initial_seconds <= max_seconds")
+        return self
 
 
 class WatchSection(_Section):
@@ -148,8 +169,23 @@ class WatchSection(_Section):
         default_factory=lambda: ["jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"]
     )
     after_success: Literal["move", "delete", "keep"] = "move"
-    worker_id: str = "auto"  # auto = <hostname>-<pid>
+    worker_id: str = "auto"  # auto = <hostname>-<pid>; a folder name in work/
     retry: RetrySection = RetrySection()
+
+    @field_validator("worker_id")
+    @classmethod
+    def _one_folder_name(cls, value: str) -> str:
+        if value in (".", "..") or not WORKER_ID_PATTERN.fullmatch(value):
+            raise ValueError("expected a folder name of letters, digits, '.', '_' or '-' (at most 64), "
+                             'or "auto"')
+        return value
+
+    @model_validator(mode="after")
+    def _polling_needs_settling(self) -> WatchSection:
+        if self.detector != "inotify" and self.settle_seconds == 0:
+            raise ValueError(f"settle_seconds: 0 with detector {self.detector} takes files that are still being "
+                             "written (polling sees no close-write); expected > 0, e.g. 2")
+        return self
 
     def folder(self, name: str) -> Path:
         """The effective path of one of inbox/work/outbox/done/failed."""
@@ -161,6 +197,25 @@ class MetricsSection(_Section):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(default=9464, ge=1, le=65535)
+    # The metrics name no files but show what the box does; another machine reads them only when asked for.
+    allow_remote: bool = False
+
+    @field_validator("host")
+    @classmethod
+    def _ip_literal(cls, value: str) -> str:
+        if value != "localhost":
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                raise ValueError("expected an IP address such as 127.0.0.1 (or localhost)") from None
+        return value
+
+    @model_validator(mode="after")
+    def _remote_needs_opt_in(self) -> MetricsSection:
+        if not self.allow_remote and not is_loopback(self.host):
+            raise ValueError(f"host {self.host} is reachable from other machines; set "
+                             "service.metrics.allow_remote: true to serve metrics there, or use 127.0.0.1")
+        return self
 
 
 class ServiceSection(_Section):
@@ -216,6 +271,15 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
             model["path"] = _anchor(base, path)
 
 
+_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 80, 80, 6, 6, 2
+
+
+def _short_repr(value: Any) -> str:
+    """The offending value as the user wrote it, cut short: a list of thousands must not become the message."""
+    return _REPR.repr(value)
+
+
 def format_validation_error(exc: ValidationError, *, source: Path | None = None) -> str:
     """One line per problem: `key.path: what was expected, got <value>`."""
     lines = []
@@ -230,10 +294,18 @@ def format_validation_error(exc: ValidationError, *, source: Path | None = None)
             msg = "expected " + msg.removeprefix("Input should be ")
         elif msg.startswith("Input should be "):
             msg = "expected " + msg.removeprefix("Input should be ")
-        lines.append(f"{loc}: {msg}, got {err['input']!r}")
+        if isinstance(err["input"], dict):  # a rule across keys: the message names them and their values
+            lines.append(f"{loc}: {msg}")
+            continue
+        lines.append(f"{loc}: {msg}, got {_short_repr(err['input'])}")
     # A union reports each branch; keep each key's first message only.
     seen: set[str] = set()
-    unique = [ln for ln in lines if not (ln.split(":")[0] in seen or seen.add(ln.split(":")[0]))]
+    unique = []
+    for line in lines:
+        key = line.split(":")[0]
+        if key not in seen:
+            seen.add(key)
+            unique.append(line)
     prefix = f"{source}: " if source else ""
     return "\n".join(prefix + ln for ln in unique)
 
@@ -310,9 +382,9 @@ def load_config(path: Path | None = None) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raw = load_bounded(text)
+    except YamlError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return parse_config(raw, base_dir=path.resolve().parent, source=path.resolve())
 
 

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ModelError
 from .locations import bundled_models_dir
+from .yamlload import YamlError, load_bounded
 
 MANIFEST_NAME = "manifest.yaml"
 MANIFEST_FORMAT = 1
@@ -87,11 +86,11 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelError(f"{path}: no manifest.yaml; convert the model with 'edge-anime convert' to get one")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_bounded(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ModelError(f"{path}: cannot read it ({exc.strerror}); {repair_hint(directory)}") from None
-    except yaml.YAMLError as exc:
-        raise ModelError(f"{path}: not valid YAML: {exc}") from exc
+    except YamlError as exc:
+        raise ModelError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise ModelError(f"{path}: expected a mapping, got {type(data).__name__}")
     for key in ("name", "precision", "ir"):
@@ -99,7 +98,11 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             raise ModelError(f"{path}: missing key '{key}'")
     ir = data["ir"]
     if not isinstance(ir, dict) or not all(k in ir for k in ("xml", "bin", "bin_sha256")):
-        raise ModelError(f"{path}: 'ir' must have xml, bin and bin_sha256")
+        raise ModelError(f"{path}: 'ir' must have xml, bin, xml_sha256 and bin_sha256")
+    if "xml_sha256" not in ir:
+        # The graph decides what the weights do (an edited Clamp serves black pictures): it is pinned too.
+        raise ModelError(f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): "
+                         f"{repair_hint(directory)}")
     return data
 
 
@@ -119,16 +122,33 @@ def load_model_info(directory: Path, *, verify: bool = True) -> ModelInfo:
         manifest=manifest,
     )
     if verify:
-        try:
-            actual = _cached_sha256(bin_path)
-        except OSError as exc:
-            raise ModelError(f"{bin_path}: cannot read it ({exc.strerror}); {repair_hint(directory)}") from None
-        if actual != info.bin_sha256:
-            raise ModelError(
-                f"{bin_path}: sha256 {actual[:12]}... does not match the manifest's {info.bin_sha256[:12]}...; "
-                f"the IR was changed or half-copied: {repair_hint(directory)}"
-            )
+        for path, expected in ((xml, str(manifest["ir"]["xml_sha256"])), (bin_path, info.bin_sha256)):
+            _check_digest(path, expected, directory=directory)
     return info
+
+
+def _check_digest(path: Path, expected: str, *, directory: Path) -> None:
+    try:
+        actual = _cached_sha256(path)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read it ({exc.strerror}); {repair_hint(directory)}") from None
+    if actual != expected:
+        raise ModelError(
+            f"{path}: sha256 {actual[:12]}... does not match the manifest's {expected[:12]}...; "
+            f"the IR was changed or half-copied: {repair_hint(directory)}"
+        )
+
+
+def read_ir(info: ModelInfo) -> None:
+    """Parse the IR with OpenVINO, as ``run`` does before compiling, so ``config check`` fails where ``run``
+    would: a graph that matches its digest can still be one this OpenVINO cannot read."""
+    import openvino as ov  # here, not at module level: listing models must stay cheap
+
+    try:
+        ov.Core().read_model(str(info.xml), str(info.bin))
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{info.xml}: OpenVINO cannot read this IR ({first}); {repair_hint(info.directory)}") from None
 
 
 def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = True) -> ModelInfo:

@@ -1,9 +1,10 @@
 """The config schema: every error class names its key path; relative paths; defaults; check and show."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from edge_anime.cli import main
 from edge_anime.config import ENV_CONFIG, Config, load_config, parse_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
+from edge_anime.preflight import check_paths
 from edge_anime.locations import bundled_config_path, bundled_models_dir, default_locations
 
 from conftest import REPO_ROOT
@@ -52,6 +54,22 @@ def _error(raw: Any) -> str:
     ({"image": {"fixed": "512by384"}}, 'image.fixed: expected a size "WxH" such as "512x384", got \'512by384\''),
     ({"output": {"name_template": "{stem}_{foo}.{ext}"}}, "output.name_template: unknown placeholder 'foo'"),
     ({"output": {"name_template": "out/{stem}.{ext}"}}, "output.name_template: a file name template, not a path"),
+    # rules across keys, and values that pass a type check but fail at run time (issue 13, item 10)
+    ({"watch": {"retry": {"initial_seconds": 90}}},
+     "watch.retry: initial_seconds (90.0) is above max_seconds (60.0); expected initial_seconds <= max_seconds"),
+    ({"watch": {"worker_id": ".."}}, "watch.worker_id: expected a folder name of letters, digits"),
+    ({"watch": {"worker_id": "a/b"}}, "watch.worker_id: expected a folder name"),
+    ({"service": {"metrics": {"host": "not a host"}}},
+     "service.metrics.host: expected an IP address such as 127.0.0.1 (or localhost), got 'not a host'"),
+    ({"output": {"name_template": "{stem:>100000}.{ext}"}},
+     "output.name_template: {stem} takes no format spec or conversion"),
+    ({"output": {"name_template": "{stem!r}.{ext}"}}, "output.name_template: {stem} takes no format spec"),
+    ({"watch": {"settle_seconds": 0, "detector": "polling"}},
+     "watch: settle_seconds: 0 with detector polling takes files that are still being written"),
+    ({"watch": {"settle_seconds": 0}}, "watch: settle_seconds: 0 with detector auto"),
+    # a non-loopback metrics address needs the opt-in (item 9)
+    ({"service": {"metrics": {"host": "0.0.0.0"}}},
+     "service.metrics: host 0.0.0.0 is reachable from other machines; set service.metrics.allow_remote: true"),
     # the document itself
     (["model", "device"], "expected a mapping of sections, got list"),
 ])
@@ -201,3 +219,79 @@ def test_check_in_a_real_process(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(bad)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == EXIT_CONFIG and "image.resize: expected 'keep'" in proc.stderr
+
+
+def test_rules_accept_what_they_should() -> None:
+    config = parse_config({"watch": {"settle_seconds": 0, "detector": "inotify", "worker_id": "box-1.a_b",
+                                     "retry": {"initial_seconds": 5, "max_seconds": 5}},
+                           "service": {"metrics": {"host": "0.0.0.0", "allow_remote": True}}},
+                          base_dir=Path("/srv/box"))
+    assert config.service.metrics.allow_remote and config.watch.worker_id == "box-1.a_b"
+    assert parse_config({"service": {"metrics": {"host": "::1"}}}, base_dir=Path("/srv")).service.metrics.host == "::1"
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+) + "image: {max_side: *i}\n"
+
+
+def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """9 levels of 9 aliases: 387 million values once expanded; refused from the node graph, in a subprocess
+    bounded in time and memory so a regression fails here instead of taking the box down."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB, encoding="utf-8")
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+    proc = subprocess.run([sys.executable, "-c", limit + "from edge_anime.cli import main; "
+                           f"raise SystemExit(main(['config', 'check', {str(path)!r}]))"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == EXIT_CONFIG, proc.stderr
+    assert "more than 100,000 values once its aliases (*name) are expanded" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_a_long_bad_value_is_cut_short_in_the_message() -> None:
+    message = _error({"watch": {"extensions": [list(range(10_000))]}})
+    assert len(message) < 300 and "..." in message
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"watch": {"root": "/proc/self/x"}}, "watch.root: /proc/self/x/inbox is on a kernel filesystem"),
+    ({"service": {"status_file": "/proc/self/status"}},
+     "service.status_file: /proc/self/status is on a kernel filesystem"),
+    ({"watch": {"inbox": "/etc/hostname/in"}}, "watch.inbox: /etc/hostname/in is under /etc/hostname, which is not a folder"),
+    ({"device": {"cache_dir": "/etc/hostname"}}, "device.cache_dir: /etc/hostname exists and is not a folder"),
+])
+def test_check_runs_the_start_up_path_checks(write_config: Callable[..., Path], raw: dict[str, dict[str, Any]],
+                                             message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "check", str(write_config(raw))]) == EXIT_CONFIG
+    assert message in capsys.readouterr().err
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody may write, root included: a read-only tmpfs (root ignores mode bits, not EROFS)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
+                           capture_output=True, text=True, check=False)
+    if mount.returncode != 0:
+        if os.access(folder, os.W_OK) and os.getuid() == 0:
+            pytest.skip(f"cannot mount a read-only tmpfs here: {mount.stderr.strip()}")
+        folder.chmod(0o500)  # an ordinary user: mode bits are enough
+        yield folder
+        return
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_check_notes_an_unwritable_folder_but_passes(write_config: Callable[..., Path], read_only_folder: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The operator who checks the config is seldom the service's user: writability is a note, not a failure
+    (``run`` refuses it: preflight.check_paths with its default)."""
+    config_path = write_config({"watch": {"root": str(read_only_folder / "var")}})
+    assert main(["config", "check", str(config_path)]) == 0
+    assert f"note: watch.root: {read_only_folder} is not writable by this user" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=f"watch.root: {read_only_folder} is not writable"):
+        check_paths(load_config(config_path))

@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 
 from edge_anime_converters.convert import ConversionError, convert  # noqa: E402
 from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
-from edge_anime.errors import ModelError  # noqa: E402
+from edge_anime.cli import main  # noqa: E402
+from edge_anime.errors import EXIT_CONFIG, ModelError  # noqa: E402
 from edge_anime.models import load_model_info, sha256_file  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +145,37 @@ def test_tampered_bin_is_refused(tmp_path: Path, random_ir: Path) -> None:
     data[len(data) // 2] ^= 0xFF
     (copy / "model.bin").write_bytes(bytes(data))
     with pytest.raises(ModelError, match="does not match the manifest"):
+        load_model_info(copy)
+
+
+def test_an_edited_graph_is_refused_and_a_broken_one_fails_config_check(
+        tmp_path: Path, random_ir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The graph is pinned like the weights: a Clamp edited to max 0 would serve black pictures. And an XML
+    that matches its digest but that OpenVINO cannot read fails ``config check``, not only ``run``."""
+    copy = _copy_folder(random_ir, tmp_path / "copy")
+    xml = (copy / "model.xml").read_text(encoding="utf-8")
+    assert 'min="0" max="255"' in xml  # the output Clamp
+    (copy / "model.xml").write_text(xml.replace('min="0" max="255"', 'min="0" max="0"', 1), encoding="utf-8")
+    with pytest.raises(ModelError, match=r"model.xml: sha256 .* does not match the manifest"):
+        load_model_info(copy)
+    (copy / "model.xml").write_text(xml[: len(xml) // 2], encoding="utf-8")  # truncated...
+    manifest = yaml.safe_load((copy / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest["ir"]["xml_sha256"] = sha256_file(copy / "model.xml")  # ...and the manifest made to agree
+    (copy / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"model": {"path": str(copy)}, "watch": {"root": str(tmp_path / "w")},
+                                      "device": {"cache_dir": None}}), encoding="utf-8")
+    assert main(["config", "check", str(config)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"{copy / 'model.xml'}: OpenVINO cannot read this IR" in err and err.count("\n") == 1
+
+
+def test_a_manifest_without_the_graph_digest_is_refused(tmp_path: Path, random_ir: Path) -> None:
+    copy = _copy_folder(random_ir, tmp_path / "copy")
+    manifest = yaml.safe_load((copy / "manifest.yaml").read_text(encoding="utf-8"))
+    del manifest["ir"]["xml_sha256"]
+    (copy / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    with pytest.raises(ModelError, match="'ir' has no xml_sha256"):
         load_model_info(copy)
 
 

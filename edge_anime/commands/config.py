@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..config import effective_yaml, load_config
@@ -26,8 +27,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"# {config.source}, as the runtime sees it; `auto` folders are the folders for a {kind} install")
         print(effective_yaml(config), end="")
         return EXIT_OK
-    from ..models import resolve_model  # the model named must exist and match its manifest
+    # The same checks `run` makes before it starts: the folders it writes, the model it serves.
+    from ..models import read_ir, resolve_model
+    from ..preflight import check_paths
 
+    check_paths(config, unwritable=lambda message: print(f"edge-anime config: note: {message}", file=sys.stderr))
     model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    read_ir(model)
     print(f"{config.source}: ok (model {model.name}, {model.precision}, {model.xml})")
     return EXIT_OK
