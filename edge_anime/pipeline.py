@@ -19,6 +19,7 @@ Why ThreadPoolExecutor and not hand-written worker threads: it gives the worker 
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import threading
 import time
@@ -138,7 +139,7 @@ class Pipeline:
         except RuntimeError as exc:  # closed between the check and here
             self._finish(work, TransientError(f"{job.src}: pipeline closed before the job ran", stage="queue"))
             raise RuntimeError("Pipeline.submit after close()") from exc
-        future.add_done_callback(lambda f, w=work: self._cancelled(f, w, "decode"))
+        future.add_done_callback(functools.partial(self._cancelled, work=work, stage="decode"))
 
     def drain(self, timeout_s: float | None) -> bool:
         """Wait until every submitted job has had its ``on_done``; False when ``timeout_s`` ran out first."""
@@ -249,7 +250,7 @@ class Pipeline:
             work.timings["infer"] = time.perf_counter() - work.infer_started
             work.stylized = np.array(request.get_output_tensor(0).data[0], copy=True)
             future = self._encoders.submit(self._encode_stage, work)
-            future.add_done_callback(lambda f, w=work: self._cancelled(f, w, "encode"))
+            future.add_done_callback(functools.partial(self._cancelled, work=work, stage="encode"))
         except BaseException as exc:  # noqa: BLE001
             self._finish(work, exc)
         finally:

@@ -54,7 +54,7 @@ class Trial:
         if self.report is None or self.report["ok"] == 0:
             return float("-inf")
         if goal == "latency":
-            return 1.0 / max(self.report["latency_s"]["p50"], 1e-9)
+            return 1.0 / max(float(self.report["latency_s"]["p50"]), 1e-9)
         return float(self.report["images_per_s"])
 
 

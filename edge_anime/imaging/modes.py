@@ -49,7 +49,9 @@ def _cmyk_to_rgb(im: Image.Image, icc: bytes | None) -> Image.Image:
     if icc is not None and len(icc) >= 20 and icc[ICC_COLOUR_SPACE_OFFSET] == b"CMYK":
         try:
             source = ImageCms.ImageCmsProfile(io.BytesIO(icc))
-            return ImageCms.profileToProfile(im, source, _srgb_profile(), outputMode="RGB")
+            converted = ImageCms.profileToProfile(im, source, _srgb_profile(), outputMode="RGB")
+            if converted is not None:  # None only with inPlace=True
+                return converted
         except (ImageCms.PyCMSError, OSError):
             pass  # a broken profile: the plain conversion below is still a picture
     return im.convert("RGB")
@@ -73,8 +75,9 @@ def to_rgb_alpha(im: Image.Image, *, label: str) -> tuple[Image.Image, Image.Ima
     if mode in _ALPHA_MODES:
         rgba = im if mode == "RGBA" else im.convert("RGBA")
         alpha = rgba.getchannel("A")
-        lowest, _ = alpha.getextrema()
-        return rgba.convert("RGB"), (alpha if lowest < 255 else None), (icc if icc_is_rgb(icc) else None)
+        lowest = alpha.getextrema()[0]  # one band: (min, max) of ints
+        opaque = isinstance(lowest, (int, float)) and lowest >= 255
+        return rgba.convert("RGB"), (None if opaque else alpha), (icc if icc_is_rgb(icc) else None)
     if mode in _PLAIN_TO_RGB:
         return (im if mode == "RGB" else im.convert("RGB")), None, (icc if icc_is_rgb(icc) else None)
     raise InputError(f"{label}: unsupported colour mode {mode!r}", stage="decode")
