@@ -2,6 +2,12 @@
 
 The model folder is built in a hidden temp folder next to the target and renamed into place only after
 verification passed, so a failed conversion leaves no half folder and an older good model keeps serving.
+
+Converting the same checkpoint into an existing style folder at another precision adds a variant to that
+style (``variants:`` in its manifest, files ``model_<precision>.*``) instead of replacing it: the style is
+the weights, and its FP16 and INT8 IRs are two ways to run them, measured and chosen on the box
+(``edge_anime.choice``). A different checkpoint under the same name replaces the folder, as before: variants
+of other weights would be another style under one name.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from .manifest import build_manifest, write_manifest
 from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8
 from .samples import default_photo_dir, load_samples
 from .sources import Source, load_source
+from .variants import add_variant, same_weights
 from .verify import DEFAULT_SIZES_HW, FLOORS_DB, verify_ir
 
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -62,6 +69,10 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
                calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir, verify_limit=verify_limit,
                floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw)
         target = output_dir / name
+        if same_weights(target, work):
+            merged = add_variant(target, work)
+            shutil.rmtree(work, ignore_errors=True)
+            work = merged
         replace_dir(work, target)
         return target
     except BaseException:
@@ -106,9 +117,15 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
         raise ConversionError(f"{loaded.path} -> {precision}: verification failed: {exc}") from exc
     if quantization is not None:
         quantization["psnr_vs_torch_db"] = result.to_manifest()["psnr_db"]
+        quality = {"reference": "fp32 IR", "image_source": f"photos:{verify_dir}" if verify_dir else "synthetic",
+                   "images": len(choice.scores), "psnr_db": quantization["psnr_vs_fp32_db"]}
+    else:  # the source framework runs FP32 weights: verification against it is the figure vs FP32
+        check = result.to_manifest()
+        quality = {"reference": f"{loaded.reference_name} fp32", "image_source": check["image_source"],
+                   "images": len(result.per_image), "psnr_db": check["psnr_db"]}
     manifest = build_manifest(name=name, style=style, precision=precision, source=loaded,
                               source_sha256=sha256_file(loaded.path), xml=xml, bin_path=bin_path,
-                              verification=result, quantization=quantization)
+                              verification=result, quantization=quantization, quality=quality)
     write_manifest(work, manifest)
 
 

@@ -30,7 +30,8 @@ def package_version(name: str) -> str | None:
 
 def build_manifest(*, name: str, style: str | None, precision: str, source: Source, source_sha256: str,
                    xml: Path, bin_path: Path, verification: Verification,
-                   quantization: dict[str, Any] | None = None) -> dict[str, Any]:
+                   quantization: dict[str, Any] | None = None,
+                   quality: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest mapping; the digests are computed here from the files that will be renamed into place."""
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
@@ -51,6 +52,8 @@ def build_manifest(*, name: str, style: str | None, precision: str, source: Sour
     }
     if quantization is not None:
         manifest["quantization"] = quantization
+    if quality is not None:
+        manifest["quality"] = quality
     return manifest
 
 

@@ -16,16 +16,17 @@ import re
 import reprlib
 import string
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
-from .yamlload import YamlError, load_bounded
 from .locations import bundled_config_path, bundled_models_dir, default_locations
+from .yamlload import YamlError, load_bounded
 
 ENV_CONFIG = "EDGE_ANIME_CONFIG"
+VARIANT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 AUTO = "auto"
 WORKER_ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -65,8 +66,8 @@ def _size_wxh(value: Any) -> Any:
     raise ValueError('expected a size "WxH" such as "512x384"')
 
 
-AutoInt1 = Annotated[Union[int, Literal["auto"]], _auto_or_int(1)]
-AutoBool = Annotated[Union[bool, Literal["auto"]], BeforeValidator(_auto_or_bool)]
+AutoInt1 = Annotated[int | Literal["auto"], _auto_or_int(1)]
+AutoBool = Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_bool)]
 SizeWxH = Annotated[tuple[int, int], BeforeValidator(_size_wxh)]
 PathField = Annotated[Path, Field(strict=False)]
 Seconds = Annotated[float, Field(ge=0)]
@@ -79,6 +80,16 @@ class _Section(BaseModel):
 class ModelSection(_Section):
     path: str = "toon"  # an IR .xml, a model folder, or the name of an installed model
     dirs: list[PathField] = Field(default_factory=lambda: [default_locations().models])
+    # auto: the fastest verified IR of the style, measured on this box (edge_anime.choice); else its name.
+    # Whether the style has that variant is checked where the model is resolved (the config cannot know).
+    variant: str = "auto"
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_name(cls, value: str) -> str:
+        if not VARIANT_PATTERN.fullmatch(value):
+            raise ValueError('expected "auto" or a variant name such as fp16 or int8 (edge-anime models list)')
+        return value
 
 
 class DeviceSection(_Section):
@@ -290,9 +301,7 @@ def format_validation_error(exc: ValidationError, *, source: Path | None = None)
             msg = "unknown key (check the spelling against configs/default.yaml)"
             lines.append(f"{loc}: {msg}")
             continue
-        if err["type"] == "literal_error":
-            msg = "expected " + msg.removeprefix("Input should be ")
-        elif msg.startswith("Input should be "):
+        if err["type"] == "literal_error" or msg.startswith("Input should be "):
             msg = "expected " + msg.removeprefix("Input should be ")
         if isinstance(err["input"], dict):  # a rule across keys: the message names them and their values
             lines.append(f"{loc}: {msg}")

@@ -145,13 +145,15 @@ class Engine:
     compile happens at most once per size while it stays in the cache.
     """
 
-    def __init__(self, model: ModelInfo, device: DeviceSection, *, core: ov.Core | None = None) -> None:
+    def __init__(self, model: ModelInfo, device: DeviceSection, *, core: ov.Core | None = None,
+                 choice: dict[str, Any] | None = None) -> None:
         self.model_info = model
         self.device = device
+        self.choice = choice  # how the variant and precision were chosen (edge_anime.choice), for reports
         self.core = core if core is not None else ov.Core()
         self.properties = compile_properties(device)  # the cache folder is checked by the probe's compile lock
         try:
-            self._model = self.core.read_model(str(model.xml))
+            self._model = self.core.read_model(str(model.xml), str(model.bin))
         except RuntimeError as exc:
             raise ModelError(f"{model.xml}: OpenVINO cannot read the IR: {_first_line(exc)}") from exc
         self._lock = threading.Lock()
@@ -342,6 +344,7 @@ class Engine:
             full_name = self.device.name
         return {
             "model": self.model_info.name,
+            "variant": self.model_info.variant_name,
             "model_precision": self.model_info.precision,
             "device": full_name,
             "openvino": ov.get_version(),
@@ -354,16 +357,20 @@ class Engine:
             "precision_note": self.precision_note(),
             "ignored": self.ignored(),
             "huge_pages": huge_pages_on(),
+            "choice": self.choice,
         }
 
     def _log_choice(self) -> None:
         eff = self.effective
+        if self.choice is not None:
+            log.info("engine: %s: running %s", self.model_info.name, self.choice.get("summary"))
         log.info(
-            "engine: %s on %s: hint=%s streams=%s threads=%s precision=%s requests=%d pinning=%s "
+            "engine: %s (%s) on %s: hint=%s streams=%s threads=%s precision=%s requests=%d pinning=%s "
             "shapes=%s cache=%s huge_pages=%s",
-            self.model_info.name, self.device.name, eff.get("PERFORMANCE_HINT"), eff.get("NUM_STREAMS"),
-            eff.get("INFERENCE_NUM_THREADS"), eff.get("INFERENCE_PRECISION_HINT"), self.num_requests,
-            eff.get("ENABLE_CPU_PINNING"), self.device.shape_policy, self.device.cache_dir, huge_pages_on(),
+            self.model_info.name, self.model_info.variant_name, self.device.name, eff.get("PERFORMANCE_HINT"),
+            eff.get("NUM_STREAMS"), eff.get("INFERENCE_NUM_THREADS"), eff.get("INFERENCE_PRECISION_HINT"),
+            self.num_requests, eff.get("ENABLE_CPU_PINNING"), self.device.shape_policy, self.device.cache_dir,
+            huge_pages_on(),
         )
         for note in self.ignored():
             log.warning("engine: %s", note)

@@ -1,36 +1,64 @@
 """The IR contract between converters and runtime: ``models/<name>/{model.xml, model.bin, manifest.yaml}``.
 
-The converter writes the manifest (``edge_anime_converters.manifest``, from the repository's ``converters/``); the runtime reads it here and refuses an IR
-whose ``.bin`` does not hash to what the manifest says, so a half-copied or swapped model never serves.
+A style folder may hold more than one verified IR of the same weights (``variants:`` in the manifest, e.g.
+an INT8 IR beside the FP16 one). The top-level keys stay the default variant's, so a format-1 manifest
+written before variants existed reads as a style with one variant, named by its precision.
+
+The converter writes the manifest (``edge_anime_converters.manifest``, from the repository's ``converters/``);
+the runtime reads it here and refuses an IR whose ``.xml`` or ``.bin`` does not hash to what the manifest
+says, so a half-copied, edited or swapped model never serves.
 Hashing 4-8 MB takes ~10 ms; the result is cached per (path, size, mtime) so reloads stay cheap.
 """
+
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 from .locations import bundled_models_dir
 from .yamlload import YamlError, load_bounded
 
 MANIFEST_NAME = "manifest.yaml"
 MANIFEST_FORMAT = 1
+VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+# What a variant entry may replace of the top-level keys; everything else (input, output, style) is shared.
+VARIANT_KEYS = ("precision", "ir", "verification", "quantization", "quality", "versions", "created")
 HASH_CHUNK_BYTES = 1 << 20
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
 @dataclass(frozen=True)
+class VariantSpec:
+    """One IR of a style, as its manifest lists it (not yet hash-checked)."""
+
+    name: str
+    precision: str
+    xml: Path
+    bin: Path
+    quality_db: float | None  # worst image's PSNR against FP32, as the converter measured it; None: unknown
+    default: bool  # the manifest's top-level IR: what serves when nothing else is chosen
+
+
+@dataclass(frozen=True)
 class ModelInfo:
-    """A resolved, checked model: where its files are and what the manifest promises."""
+    """A resolved, checked model: where its files are and what the manifest promises.
+
+    ``manifest`` is the view of the variant this info points to: the style's manifest with that variant's
+    keys (precision, ir, verification, quantization, quality) in place of the default's, so readers of the
+    manifest see the IR they run."""
 
     name: str
     xml: Path
     bin: Path
     precision: str
     manifest: dict[str, Any] = field(repr=False)
+    variant: str = ""  # the variant's name; "" is read as the default's (its precision)
+    style_manifest: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # the file as read
 
     @property
     def directory(self) -> Path:
@@ -49,6 +77,46 @@ class ModelInfo:
     @property
     def bin_sha256(self) -> str:
         return str(self.manifest["ir"]["bin_sha256"])
+
+    @property
+    def variant_name(self) -> str:
+        return self.variant or self.precision
+
+    @property
+    def quality_db(self) -> float | None:
+        """This IR's worst PSNR against FP32 (see ``quality_of``)."""
+        return quality_of(self.manifest)
+
+    def variants(self) -> list[VariantSpec]:
+        """Every IR of the style, the default first (one entry for a manifest without ``variants``)."""
+        base = self.style_manifest or self.manifest
+        directory = self.directory
+        default_name = str(base["precision"])
+        found = [VariantSpec(default_name, default_name, directory / base["ir"]["xml"],
+                             directory / base["ir"]["bin"], quality_of(base), True)]
+        for name, entry in (base.get("variants") or {}).items():
+            found.append(VariantSpec(str(name), str(entry["precision"]), directory / entry["ir"]["xml"],
+                                     directory / entry["ir"]["bin"], quality_of(entry), False))
+        return found
+
+    def variant_names(self) -> list[str]:
+        return [v.name for v in self.variants()]
+
+    def with_variant(self, name: str, *, verify: bool = True) -> ModelInfo:
+        """The same style pointed at variant ``name`` (its files hash-checked with ``verify``).
+
+        An unknown name is a ``ConfigError`` naming ``model.variant`` and listing what the style has: the
+        operator pinned it, and the fix is in the config."""
+        base = self.style_manifest or self.manifest
+        names = self.variant_names()
+        if name not in names:
+            raise ConfigError(
+                f"model.variant: '{name}' is not a variant of style {self.name} "
+                f"({self.directory / MANIFEST_NAME}); expected one of: {', '.join(names)}, or auto")
+        if name == names[0]:
+            return _info_for(self.directory, base, base, variant="", verify=verify)
+        entry = base["variants"][name]
+        return _info_for(self.directory, base, entry, variant=name, verify=verify)
 
 
 def sha256_file(path: Path) -> str:
@@ -101,30 +169,82 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: 'ir' must have xml, bin, xml_sha256 and bin_sha256")
     if "xml_sha256" not in ir:
         # The graph decides what the weights do (an edited Clamp serves black pictures): it is pinned too.
-        raise ModelError(f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): "
-                         f"{repair_hint(directory)}")
+        raise ModelError(
+            f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): {repair_hint(directory)}"
+        )
+    _check_variants(path, data)
     return data
 
 
-def load_model_info(directory: Path, *, verify: bool = True) -> ModelInfo:
-    """Read a model folder's manifest and, with ``verify``, check the ``.bin`` against its sha256."""
-    manifest = read_manifest(directory)
-    xml = directory / manifest["ir"]["xml"]
-    bin_path = directory / manifest["ir"]["bin"]
+def _check_variants(path: Path, data: dict[str, Any]) -> None:
+    """``variants:`` is optional; when present, each entry names an IR in this folder with both digests."""
+    variants = data.get("variants")
+    if variants is None:
+        return
+    if not isinstance(variants, dict):
+        raise ModelError(f"{path}: 'variants' must map a variant name to its IR, got {type(variants).__name__}")
+    for name, entry in variants.items():
+        where = f"{path}: variants.{name}"
+        if not isinstance(name, str) or not VARIANT_NAME.match(name) or name == str(data["precision"]):
+            raise ModelError(f"{where}: expected a name of letters, digits, '.', '_' or '-' other than the "
+                             f"default's ({data['precision']})")
+        if not isinstance(entry, dict) or "precision" not in entry or not isinstance(entry.get("ir"), dict):
+            raise ModelError(f"{where}: expected a mapping with precision and ir")
+        ir = entry["ir"]
+        if not all(k in ir for k in ("xml", "bin", "xml_sha256", "bin_sha256")):
+            raise ModelError(f"{where}.ir: must have xml, bin, xml_sha256 and bin_sha256")
+        for key in ("xml", "bin"):
+            if Path(str(ir[key])).name != str(ir[key]):
+                raise ModelError(f"{where}.ir.{key}: expected a file name in the style's folder, got {ir[key]!r}")
+
+
+def quality_of(entry: dict[str, Any]) -> float | None:
+    """An IR's worst-image PSNR (dB) against FP32: ``quality.psnr_db.min`` when the converter wrote it.
+
+    Manifests written before ``quality`` existed still carry the figure: an INT8 IR's
+    ``quantization.psnr_vs_fp32_db`` (vs the FP32 IR on photos), a float IR's ``verification.psnr_db``
+    against PyTorch (FP32 weights). None when neither is there: such a variant is never chosen by measure."""
+    candidates = [(entry.get("quality") or {}).get("psnr_db")]
+    if str(entry.get("precision")) == "int8":
+        candidates.append((entry.get("quantization") or {}).get("psnr_vs_fp32_db"))
+    else:
+        verification = entry.get("verification") or {}
+        if verification.get("reference") in ("pytorch", "onnx", "torchscript"):
+            candidates.append(verification.get("psnr_db"))
+    for figure in candidates:
+        value = figure.get("min") if isinstance(figure, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _info_for(directory: Path, style: dict[str, Any], entry: dict[str, Any], *, variant: str,
+              verify: bool) -> ModelInfo:
+    """A ModelInfo for one IR of ``style`` (``entry`` is the style itself for the default)."""
+    view = dict(style)
+    if entry is not style:
+        for key in VARIANT_KEYS:
+            view.pop(key, None)
+        view.update({k: v for k, v in entry.items() if k in VARIANT_KEYS})
+    xml = directory / str(entry["ir"]["xml"])
+    bin_path = directory / str(entry["ir"]["bin"])
     for path in (xml, bin_path):
         if not path.is_file():
             raise ModelError(f"{path}: missing; the manifest in {directory} names it; {repair_hint(directory)}")
-    info = ModelInfo(
-        name=str(manifest["name"]),
-        xml=xml,
-        bin=bin_path,
-        precision=str(manifest["precision"]),
-        manifest=manifest,
-    )
+    info = ModelInfo(name=str(style["name"]), xml=xml, bin=bin_path, precision=str(entry["precision"]),
+                     manifest=view, variant=variant, style_manifest=style)
     if verify:
-        for path, expected in ((xml, str(manifest["ir"]["xml_sha256"])), (bin_path, info.bin_sha256)):
+        for path, expected in ((xml, str(entry["ir"]["xml_sha256"])), (bin_path, str(entry["ir"]["bin_sha256"]))):
             _check_digest(path, expected, directory=directory)
     return info
+
+
+def load_model_info(directory: Path, *, verify: bool = True) -> ModelInfo:
+    """Read a model folder's manifest and, with ``verify``, check the default IR against its digests.
+
+    Other variants are checked when chosen (``ModelInfo.with_variant``): a start hashes only what it serves."""
+    manifest = read_manifest(directory)
+    return _info_for(directory, manifest, manifest, variant="", verify=verify)
 
 
 def _check_digest(path: Path, expected: str, *, directory: Path) -> None:
@@ -160,7 +280,9 @@ def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = T
     if path.suffix == ".xml":
         if not path.is_file():
             raise ModelError(f"model.path: {path} does not exist")
-        return load_model_info(path.parent, verify=verify)
+        style = load_model_info(path.parent, verify=False)
+        named = [v.name for v in style.variants() if v.xml.name == path.name]  # a variant's own .xml pins it
+        return style.with_variant(named[0] if named else style.variant_names()[0], verify=verify)
     if path.is_dir():
         return load_model_info(path, verify=verify)
     if len(path.parts) == 1:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import effective_yaml, load_config
+from ..config import Config, effective_yaml, load_config
 from ..errors import EXIT_OK
 from ..locations import default_locations
 
@@ -26,13 +26,31 @@ def run(args: argparse.Namespace) -> int:
         kind = default_locations().kind
         print(f"# {config.source}, as the runtime sees it; `auto` folders are the folders for a {kind} install")
         print(effective_yaml(config), end="")
+        print(f"# variant: {_variant_line(config)}")
         return EXIT_OK
     # The same checks `run` makes before it starts: the folders it writes, the model it serves.
     from ..models import read_ir, resolve_model
     from ..preflight import check_paths
 
     check_paths(config, unwritable=lambda message: print(f"edge-anime config: note: {message}", file=sys.stderr))
-    model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
-    read_ir(model)
-    print(f"{config.source}: ok (model {model.name}, {model.precision}, {model.xml})")
+    style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    model = style if config.model.variant == "auto" else style.with_variant(config.model.variant)
+    for info in {v.name: model.with_variant(v.name) for v in model.variants()}.values():
+        read_ir(info)  # every IR a start may choose, so a damaged variant fails here and not at a later start
+    print(f"{config.source}: ok (model {model.name}, variants {', '.join(model.variant_names())}; "
+          f"{_variant_line(config)})")
     return EXIT_OK
+
+
+def _variant_line(config: Config) -> str:
+    """What a start would run (pinned, only, or the cached measurement), without measuring anything."""
+    from ..choice import cached_choice
+    from ..errors import EdgeAnimeError
+    from ..models import resolve_model
+
+    try:
+        style = resolve_model(config.model.path, search_dirs=list(config.model.dirs), verify=False)
+        found = cached_choice(config, style)
+    except EdgeAnimeError as exc:
+        return f"unknown ({exc})"
+    return found if isinstance(found, str) else found.summary()

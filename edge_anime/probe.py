@@ -1,0 +1,167 @@
+"""Time one (variant x inference precision) of a style at one input size: the one measuring function behind
+the start-up choice (``edge_anime.choice``) and ``edge-anime tune``'s variant table.
+
+What is timed is what the service then sustains: the engine compiled with the configured device settings
+(hint, streams, threads) and that precision, its optimal number of requests kept busy through an
+``AsyncInferQueue``, on a fixed photo-like picture. Decode and encode are left out on purpose: they cost
+the same for every candidate, so they would only add noise to a ranking.
+
+On a shared box one long run per candidate ranks whoever had the quiet moment. So candidates are timed in
+``rounds`` short runs in alternating order (A B B A ...), and each candidate's figure is the mean of its runs.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import openvino as ov
+
+from .config import DeviceSection
+from .engine import Engine
+from .errors import EdgeAnimeError
+from .models import ModelInfo
+
+log = logging.getLogger(__name__)
+
+# The precisions the CPU plugin can be asked for, and the OPTIMIZATION_CAPABILITIES word that says the CPU
+# computes it natively. Without it the plugin silently runs f32, and timing it would only time f32 twice.
+NATIVE_CAPABILITY: dict[str, str] = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}
+DEFAULT_SECONDS = 2.0  # per candidate, over all its rounds: "a few seconds" at first start
+DEFAULT_ROUNDS = 2
+DB_CAP = 100.0  # PSNR of identical pictures, so a figure is always a finite number
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the style: which IR, at which inference precision."""
+
+    variant: str
+    precision: str  # f32 | bf16 | f16
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}@{self.precision}"
+
+
+@dataclass
+class Timing:
+    """What one candidate measured; ``error`` is set instead when the plugin refused it."""
+
+    candidate: Candidate
+    runs_images_per_s: list[float] = field(default_factory=list)
+    inferences: int = 0
+    seconds: float = 0.0
+    effective_precision: str | None = None  # what the plugin read back
+    psnr_vs_f32_db: float | None = None  # this precision's picture against the same IR at f32 (f32: None)
+    error: str | None = None
+
+    @property
+    def images_per_s(self) -> float:
+        return sum(self.runs_images_per_s) / len(self.runs_images_per_s) if self.runs_images_per_s else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.candidate.variant, "precision": self.candidate.precision,
+                "images_per_s": round(self.images_per_s, 3),
+                "runs_images_per_s": [round(x, 3) for x in self.runs_images_per_s],
+                "inferences": self.inferences, "seconds": round(self.seconds, 2),
+                "effective_precision": self.effective_precision,
+                "psnr_vs_f32_db": None if self.psnr_vs_f32_db is None else round(self.psnr_vs_f32_db, 2),
+                "error": self.error}
+
+
+def native_precisions(core: ov.Core, device_name: str = "CPU") -> list[str]:
+    """f32 first, then bf16/f16 where the CPU computes them natively (``OPTIMIZATION_CAPABILITIES``)."""
+    try:
+        caps = {str(c).upper() for c in core.get_property(device_name, "OPTIMIZATION_CAPABILITIES")}
+    except RuntimeError:
+        caps = set()
+    return ["f32"] + [p for p in ("bf16", "f16") if NATIVE_CAPABILITY[p] in caps]
+
+
+def probe_picture(height: int, width: int) -> np.ndarray:
+    """A fixed photo-like u8 RGB picture (smooth gradients, hard edges, mild grain): deterministic, so every
+    box and every candidate sees the same work and the precision check compares like with like."""
+    rng = np.random.default_rng(2024)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    img = np.empty((height, width, 3), np.float32)
+    for c in range(3):
+        img[..., c] = 128 + 90 * np.sin(xx / width * (2 + c) * np.pi) * np.cos(yy / height * (1 + c) * np.pi)
+    img[height // 3: 2 * height // 3, width // 4: width // 2] = (200.0, 60.0, 40.0)  # an edge and a flat colour
+    img += rng.normal(0, 5, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR of two u8 pictures in dB, capped at ``DB_CAP`` for identical ones."""
+    mse = float(np.mean((a.astype(np.float32) - b.astype(np.float32)) ** 2))
+    return DB_CAP if mse == 0 else min(DB_CAP, 10 * math.log10(255.0 ** 2 / mse))
+
+
+def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int, float]:
+    """Keep ``engine.num_requests`` requests busy on ``picture`` for about ``seconds`` (at least one round
+    of requests); returns (inferences finished, wall seconds)."""
+    compiled = engine.compiled(*picture.shape[:2])
+    queue = ov.AsyncInferQueue(compiled, engine.num_requests)
+    tensor = {0: np.ascontiguousarray(picture)[None]}
+    done = 0
+
+    def finished(_request: ov.InferRequest, _userdata: Any) -> None:
+        nonlocal done
+        done += 1
+
+    queue.set_callback(finished)
+    started = time.perf_counter()
+    submitted = 0
+    while submitted < engine.num_requests or time.perf_counter() - started < seconds:
+        queue.start_async(tensor, share_inputs=True)  # blocks while every request is busy
+        submitted += 1
+    queue.wait_all()
+    return done, time.perf_counter() - started
+
+
+def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequence[Candidate],
+                       shape_hw: tuple[int, int], *, seconds: float = DEFAULT_SECONDS,
+                       rounds: int = DEFAULT_ROUNDS, core: ov.Core | None = None) -> list[Timing]:
+    """Time every candidate at ``shape_hw`` (H, W) for ``seconds`` each, in ``rounds`` alternating runs.
+
+    Each candidate's engine is built once (compile, then one untimed round of requests: the first
+    inference of a shape allocates and is not what a service sustains) and kept for its later rounds.
+    A bf16/f16 candidate's picture is compared with the same IR's at f32 (``psnr_vs_f32_db``), so the
+    quality floor can count what the precision costs, not only what the IR's manifest says."""
+    core = core if core is not None else ov.Core()
+    picture = probe_picture(*shape_hw)
+    timings = {c: Timing(c) for c in candidates}
+    engines: dict[Candidate, Engine] = {}
+    outputs: dict[Candidate, np.ndarray] = {}
+    for candidate in candidates:
+        timing = timings[candidate]
+        try:
+            model = style.with_variant(candidate.variant)
+            engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}),
+                            core=core)
+            outputs[candidate] = engine.infer(picture)  # compiles the shape and runs its first inference
+            run_for(engine, picture, seconds=0.0)  # warm every request
+        except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
+            timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            continue
+        timing.effective_precision = str(engine.effective.get("INFERENCE_PRECISION_HINT"))
+        engines[candidate] = engine
+    for index in range(rounds):
+        order = list(engines) if index % 2 == 0 else list(reversed(engines))
+        for candidate in order:
+            done, wall = run_for(engines[candidate], picture, seconds=seconds / rounds)
+            timing = timings[candidate]
+            timing.runs_images_per_s.append(done / wall if wall > 0 else 0.0)
+            timing.inferences += done
+            timing.seconds += wall
+    for candidate, output in outputs.items():
+        reference = outputs.get(Candidate(candidate.variant, "f32"))
+        if candidate.precision != "f32" and reference is not None:
+            timings[candidate].psnr_vs_f32_db = psnr_db(output, reference)
+    engines.clear()
+    return [timings[c] for c in candidates]

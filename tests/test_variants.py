@@ -1,0 +1,185 @@
+"""Variants of a style (issue 14): the converter adds an IR of the same weights to an existing style folder,
+the manifest reader sees every IR with its quality figure, and the runtime picks one: pinned, or measured once
+per box and read back from a small JSON beside the model cache.
+
+Real conversions (the session's seeded-random checkpoint, fp32 style + an fp16 variant added by ``convert``),
+the real OpenVINO runtime, tiny sizes and short probes: what the probe measures is not asserted, only what
+it decides from and what it keeps.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edge_anime.choice import DECISION_PREFIX, choose, open_engine
+from edge_anime.config import load_config
+from edge_anime.errors import EXIT_CONFIG, ConfigError
+from edge_anime.models import load_model_info, resolve_model
+
+PROBE_S = 0.2  # seconds per candidate: enough to rank nothing, enough to exercise every step
+CLI_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def two_variants(tmp_path_factory: pytest.TempPathFactory, random_ir: Path, seeded_checkpoint: Path) -> Path:
+    """The session's fp32 style with an fp16 variant added by converting the same checkpoint into it."""
+    from edge_anime_converters.convert import convert
+
+    out = tmp_path_factory.mktemp("styles")
+    shutil.copytree(random_ir, out / random_ir.name)
+    return convert(seeded_checkpoint, name=random_ir.name, precision="fp16", output_dir=out,
+                   verify_limit=2, verify_sizes_hw=((64, 96),))
+
+
+def _style_copy(two_variants: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "models" / two_variants.name
+    shutil.copytree(two_variants, target)
+    return target
+
+
+def _config(write_config: Callable[..., Path], style: Path, **model: str) -> Path:
+    return write_config({"model": {"path": str(style), **model}, "image": {"max_side": 64},
+                         "device": {"performance_hint": "LATENCY"}})
+
+
+def _decisions(config_path: Path) -> list[Path]:
+    cache = load_config(config_path).device.cache_dir
+    assert cache is not None
+    return sorted(cache.glob(f"{DECISION_PREFIX}*.json"))
+
+
+def test_convert_adds_a_variant_to_a_style_of_the_same_weights(two_variants: Path) -> None:
+    manifest = yaml.safe_load((two_variants / "manifest.yaml").read_text(encoding="utf-8"))
+    assert manifest["precision"] == "fp32" and manifest["ir"]["xml"] == "model.xml"  # the default is kept
+    entry = manifest["variants"]["fp16"]
+    assert entry["ir"]["xml"] == "model_fp16.xml" and entry["ir"]["bin"] == "model_fp16.bin"
+    assert entry["quality"]["reference"] == "pytorch fp32" and entry["quality"]["psnr_db"]["min"] > 40
+    assert not list(two_variants.parent.glob(".*"))  # no temp folders left beside it
+    style = load_model_info(two_variants)
+    assert style.variant_names() == ["fp32", "fp16"]
+    fp16 = style.with_variant("fp16")
+    assert fp16.xml.name == "model_fp16.xml" and fp16.precision == "fp16" and fp16.name == style.name
+    assert fp16.quality_db == entry["quality"]["psnr_db"]["min"]
+    assert fp16.manifest["verification"]["side_by_side"] == "verify_fp16.png"
+
+
+def test_a_variants_xml_as_model_path_pins_it(two_variants: Path) -> None:
+    assert resolve_model(two_variants / "model_fp16.xml", search_dirs=[]).variant_name == "fp16"
+    assert resolve_model(two_variants / "model.xml", search_dirs=[]).variant_name == "fp32"
+
+
+def test_a_single_ir_manifest_reads_as_one_variant_with_its_figure(random_ir: Path) -> None:
+    manifest = yaml.safe_load((random_ir / "manifest.yaml").read_text(encoding="utf-8"))
+    del manifest["quality"]  # as written before variants existed: the figure comes from verification
+    style = load_model_info(random_ir)
+    legacy = style.variants()
+    assert [(v.name, v.default) for v in legacy] == [("fp32", True)]
+    assert legacy[0].quality_db == manifest["verification"]["psnr_db"]["min"]
+
+
+def test_a_tampered_variant_is_refused_when_chosen(two_variants: Path, tmp_path: Path) -> None:
+    from edge_anime.errors import ModelError
+
+    style = _style_copy(two_variants, tmp_path)
+    with open(style / "model_fp16.bin", "r+b") as fh:
+        fh.seek(100)
+        fh.write(b"\x00\x01\x02\x03")
+    info = load_model_info(style)  # the default is intact: the style still loads
+    with pytest.raises(ModelError, match="model_fp16.bin: sha256"):
+        info.with_variant("fp16")
+
+
+def test_a_pinned_variant_the_style_lacks_is_a_config_error_listing_what_exists(
+        random_ir: Path, write_config: Callable[..., Path]) -> None:
+    config = load_config(_config(write_config, random_ir, variant="int8"))
+    with pytest.raises(ConfigError, match=r"model\.variant: 'int8' is not a variant of style randgen .*fp32, or auto"):
+        open_engine(config)
+    proc = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check",
+                           str(_config(write_config, random_ir, variant="int8"))],
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert proc.returncode == EXIT_CONFIG and "model.variant: 'int8'" in proc.stderr
+
+
+def test_a_variant_name_that_is_no_name_is_refused_by_the_config(write_config: Callable[..., Path]) -> None:
+    with pytest.raises(ConfigError, match=r"model\.variant.*expected \"auto\" or a variant name"):
+        load_config(write_config({"model": {"variant": "../int8"}}))
+
+
+def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, tmp_path: Path,
+                                                           write_config: Callable[..., Path]) -> None:
+    path = _config(write_config, _style_copy(two_variants, tmp_path))
+    config = load_config(path)
+    style = resolve_model(config.model.path, search_dirs=[])
+    first = choose(config, style, seconds=PROBE_S)
+    assert first.how == "measured" and (first.variant, first.precision) in {("fp32", "f32"), ("fp16", "f32")}
+    rows = {(f["variant"], f["precision"]): f for f in first.figures}
+    assert set(rows) >= {("fp32", "f32"), ("fp16", "f32")}
+    assert all(f["images_per_s"] > 0 and f["eligible"] for f in rows.values())
+    [saved] = _decisions(path)
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    assert data["key"]["shape"] == [64, 48] and data["key"]["openvino"] and data["key"]["cpu_flags_sha256"]
+    assert data["choice"]["variant"] == first.variant
+    again = choose(config, style, seconds=PROBE_S)
+    assert again.how == "cached" and (again.variant, again.precision) == (first.variant, first.precision)
+    assert "pin with model.variant: " in again.summary() and "device.inference_precision: f32" in again.summary()
+    bigger = config.model_copy(update={"image": config.image.model_copy(update={"max_side": 96})})
+    assert choose(bigger, style, seconds=PROBE_S).how == "measured"  # another shape, another decision
+    assert len(_decisions(path)) == 2
+
+
+def test_a_damaged_decision_is_ignored_and_measured_again(two_variants: Path, tmp_path: Path,
+                                                          write_config: Callable[..., Path],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    path = _config(write_config, _style_copy(two_variants, tmp_path))
+    config = load_config(path)
+    style = resolve_model(config.model.path, search_dirs=[])
+    choose(config, style, seconds=PROBE_S)
+    [saved] = _decisions(path)
+    saved.write_text('{"format": 1, "key": ', encoding="utf-8")  # a torn write from some other tool
+    with caplog.at_level(logging.WARNING, logger="edge_anime.choice"):
+        redone = choose(config, style, seconds=PROBE_S)
+    assert redone.how == "measured" and "is damaged" in caplog.text
+    assert json.loads(saved.read_text(encoding="utf-8"))["choice"]["variant"] == redone.variant
+    assert not [p for p in saved.parent.iterdir() if p.name.startswith(".edge-anime-tmp")]
+
+
+def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: Path, tmp_path: Path,
+                                                                 write_config: Callable[..., Path],
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    style_dir = _style_copy(two_variants, tmp_path)
+    manifest = yaml.safe_load((style_dir / "manifest.yaml").read_text(encoding="utf-8"))
+    entry = manifest["variants"]["fp16"]
+    del entry["quality"]
+    entry["verification"]["reference"] = "unknown"  # nothing left to read a figure vs FP32 from
+    (style_dir / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    config = load_config(_config(write_config, style_dir))
+    style = resolve_model(config.model.path, search_dirs=[])
+    with caplog.at_level(logging.WARNING, logger="edge_anime.choice"):
+        chosen = choose(config, style, seconds=PROBE_S)
+        choose(config.model_copy(update={"image": config.image.model_copy(update={"max_side": 96})}), style,
+               seconds=PROBE_S)
+    assert chosen.variant == "fp32"
+    fp16 = [f for f in chosen.figures if f["variant"] == "fp16"]
+    assert fp16 and not any(f["eligible"] for f in fp16) and "no quality figure" in fp16[0]["reason"]
+    assert caplog.text.count("variant fp16 is never auto-chosen") == 1
+    pinned = load_config(_config(write_config, style_dir, variant="fp16"))
+    assert open_engine(pinned)[0].variant_name == "fp16"  # pinned, it still runs
+
+
+def test_explicit_settings_win_and_are_not_measured(two_variants: Path, tmp_path: Path,
+                                                    write_config: Callable[..., Path]) -> None:
+    path = write_config({"model": {"path": str(_style_copy(two_variants, tmp_path)), "variant": "fp16"},
+                         "device": {"inference_precision": "f32"}, "image": {"max_side": 64}})
+    model, engine = open_engine(load_config(path))
+    assert model.variant_name == "fp16" and model.xml.name == "model_fp16.xml"
+    assert engine.choice is not None and engine.choice["how"] == "pinned"
+    assert engine.describe()["variant"] == "fp16" and engine.effective["INFERENCE_PRECISION_HINT"] == "f32"
+    assert _decisions(path) == []
