@@ -120,7 +120,7 @@ def test_restart_on_a_full_disk_comes_up_paused_and_resumes_by_itself(
     filler.unlink()
     wait_until(lambda: (again.status() or {}).get("state") == "ready", timeout_s=WORK_DEADLINE_S,
                what="resumed by itself", proc=again.proc, log=again.log)
-    shutil.copyfile(sorted(visible(first.root / "done"))[0], again.root / "inbox" / "late.jpg")
+    shutil.copyfile(min(visible(first.root / "done")), again.root / "inbox" / "late.jpg")
     wait_until(lambda: (again.root / "done" / "late.jpg").exists(), timeout_s=WORK_DEADLINE_S,
                what="a file after the resume", proc=again.proc, log=again.log)
     assert again.stop() == 0
