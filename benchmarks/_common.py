@@ -31,10 +31,10 @@ def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
     if (folder / "manifest.yaml").is_file():
         return folder
     sys.path.insert(0, str(REPO))
+    import yaml
+
     from edge_anime_converters.generator import seeded_random_generator
     from edge_anime_converters.ir import save_ir, torch_to_ov
-
-    import yaml
 
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     xml_path, bin_path = save_ir(torch_to_ov(seeded_random_generator(SEED).eval()), tmp, compress_to_fp16=False)

@@ -34,8 +34,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, alternating_rounds, ensure_seeded_ir, machine, markdown_table,
-                     median, other_load, product_environment, run_worker, write_results)
+from _common import (
+    PHOTOS_DIR,
+    REPO,
+    RESULTS_DIR,
+    alternating_rounds,
+    ensure_seeded_ir,
+    machine,
+    markdown_table,
+    median,
+    other_load,
+    product_environment,
+    run_worker,
+    write_results,
+)
 
 FIXED_512 = {"resize": "fixed", "fixed": "512x512"}
 MAX_512 = {"resize": "max_side", "max_side": 512}

@@ -26,8 +26,8 @@ PRECISIONS = ("fp32", "fp16", "int8")
 
 def measure(checkpoint: Path, precision: str, *, out_dir: Path, photos: Path | None,
             verify_count: int | None, calib_count: int, floor_db: float | None = None) -> dict[str, Any]:
-    from edge_anime_converters.convert import ConversionError, convert
     from edge_anime.models import load_model_info
+    from edge_anime_converters.convert import ConversionError, convert
 
     start = time.perf_counter()
     try:

@@ -26,11 +26,11 @@ from _common import PHOTOS_DIR, REPO, machine, markdown_table, run_static, write
 
 sys.path.insert(0, str(REPO))
 
-import edge_anime.imaging.decoder as decoder_module  # noqa: E402
-import edge_anime.imaging.planner as planner_module  # noqa: E402
-from edge_anime_converters.samples import psnr_db  # noqa: E402
-from edge_anime.config import parse_config  # noqa: E402
-from edge_anime.imaging import decoder, planner  # noqa: E402
+import edge_anime.imaging.decoder as decoder_module
+import edge_anime.imaging.planner as planner_module
+from edge_anime.config import parse_config
+from edge_anime.imaging import decoder, planner
+from edge_anime_converters.samples import psnr_db
 
 NO_DRAFT = 1e6  # a gap no JPEG can meet: always the full decode
 MODES = {"max_side 512": {"resize": "max_side", "max_side": 512},

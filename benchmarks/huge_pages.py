@@ -50,7 +50,6 @@ def ov_worker(precision: str, size_hw: tuple[int, int], seconds: float) -> dict[
 
 def torch_worker(size_hw: tuple[int, int], seconds: float) -> dict[str, Any]:
     import torch
-
     from vs_pytorch import ensure_torchscript
 
     torch.set_num_threads(2)

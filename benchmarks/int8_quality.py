@@ -153,7 +153,7 @@ def speed_ratio(core: ov.Core, fp32: ov.Model, candidate: ov.Model, *, rounds: i
 
 
 def study(weights: Weights, setups: dict[str, Int8Setup], *, eval_images: list, calibration: list,
-          rounds: int, core: ov.Core, sink: "Sink", include_bf16: bool = True) -> None:
+          rounds: int, core: ov.Core, sink: Sink, include_bf16: bool = True) -> None:
     from edge_anime_converters.ir import with_static_hw, with_u8_io
 
     fp32 = with_u8_io(weights.float_model.clone())

@@ -21,7 +21,7 @@ from PIL import Image
 from _common import REPO
 
 sys.path.insert(0, str(REPO))
-from training.data import load_photo  # noqa: E402
+from training.data import load_photo
 
 # (W, H): phones (4:3, 16:9, portrait), DSLRs (3:2), webcams and scans; mixed on purpose.
 CAMERA_SIZES: tuple[tuple[int, int], ...] = (

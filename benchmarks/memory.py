@@ -16,8 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, ensure_seeded_ir, machine, markdown_table, product_environment,
-                     run_worker, write_results)
+from _common import (
+    PHOTOS_DIR,
+    REPO,
+    RESULTS_DIR,
+    ensure_seeded_ir,
+    machine,
+    markdown_table,
+    product_environment,
+    run_worker,
+    write_results,
+)
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("512x512 THROUGHPUT auto", {"device": {"performance_hint": "THROUGHPUT"}, "image": {"resize": "fixed", "fixed": "512x512"}}),

@@ -21,8 +21,8 @@ import argparse
 import collections
 import json
 import os
-import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import ensure_seeded_ir, machine, markdown_table, median, run_worker, write_results
@@ -49,7 +49,7 @@ def conv_macs(model: Any) -> int:
 
 def nominal_ghz() -> float:
     """The clock /proc/cpuinfo reports (a VM shows the nominal one; turbo runs above it)."""
-    for line in open("/proc/cpuinfo", encoding="utf-8"):
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
         if line.startswith("cpu MHz"):
             return float(line.split(":")[1]) / 1000
     return float("nan")
@@ -95,7 +95,6 @@ def worker(size_hw: tuple[int, int], repeat: int, with_torch: bool) -> dict[str,
               "ops_s": dict(by_type), "kernels": {k: sorted(v) for k, v in kernels.items()}}
     if with_torch:
         import torch
-
         from vs_pytorch import ensure_torchscript
 
         torch.set_num_threads(2)

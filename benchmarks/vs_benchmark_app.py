@@ -28,8 +28,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, alternating_rounds, ensure_seeded_ir, machine, markdown_table,
-                     median, product_environment, run_worker, write_results)
+from _common import (
+    PHOTOS_DIR,
+    REPO,
+    RESULTS_DIR,
+    alternating_rounds,
+    ensure_seeded_ir,
+    machine,
+    markdown_table,
+    median,
+    product_environment,
+    run_worker,
+    write_results,
+)
 
 SIZE_HW = (512, 512)
 THROUGHPUT_RE = re.compile(r"Throughput:\s*([0-9.]+)\s*FPS")
@@ -102,8 +113,9 @@ def main() -> int:
     for name, xml, precision in variants:
         per_round = alternating_rounds(
             ["benchmark_app", "pipeline"], args.rounds, label=f"{name} ",
-            run=lambda side: (benchmark_app(xml, precision, args.seconds, env) if side == "benchmark_app"
-                              else ours(xml, precision, args.photos, args.limit, args.images, env)))
+            run=lambda side: (benchmark_app(xml, precision, args.seconds, env)  # noqa: B023 - called in this loop
+                              if side == "benchmark_app"
+                              else ours(xml, precision, args.photos, args.limit, args.images, env)))  # noqa: B023
         ratios = [p["pipeline"]["images_per_s"] / p["benchmark_app"]["images_per_s"] for p in per_round]
         rows.append({"model": name, "benchmark_app images/s": median([p["benchmark_app"]["images_per_s"] for p in per_round]),
                      "pipeline images/s": median([p["pipeline"]["images_per_s"] for p in per_round]),

@@ -29,8 +29,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (PHOTOS_DIR, REPO, RESULTS_DIR, SEED, ensure_seeded_ir, machine, markdown_table, median,
-                     alternating_rounds, other_load, product_environment, run_worker, write_results)
+from _common import (
+    PHOTOS_DIR,
+    REPO,
+    RESULTS_DIR,
+    SEED,
+    alternating_rounds,
+    ensure_seeded_ir,
+    machine,
+    markdown_table,
+    median,
+    other_load,
+    product_environment,
+    run_worker,
+    write_results,
+)
 
 MAX_SIDE_PX = 512
 MULTIPLE = 8

@@ -44,7 +44,7 @@ def with_u8_io(model: ov.Model, *, layout: str = "NCHW", output_layout: str | No
     return model
 
 
-def torch_to_float_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
+def torch_to_float_ov(module: object, *, dynamic_hw: bool = True) -> ov.Model:
     """Convert a torch Generator (NCHW float in/out) to an OpenVINO float model, no u8 wrapping.
 
     Kept apart from ``torch_to_ov`` because NNCF quantizes this float graph (calibration data in [-1, 1])
@@ -57,7 +57,7 @@ def torch_to_float_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
     return ov.convert_model(module, example_input=example, input=[shape])
 
 
-def torch_to_ov(module: "object", *, dynamic_hw: bool = True) -> ov.Model:
+def torch_to_ov(module: object, *, dynamic_hw: bool = True) -> ov.Model:
     """Convert a torch Generator (NCHW float in/out) to an OpenVINO model with the u8 contract."""
     return with_u8_io(torch_to_float_ov(module, dynamic_hw=dynamic_hw))
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -173,7 +172,7 @@ def _download_once(url: str, tmp: Path, *, timeout_s: float, progress: bool) -> 
     except http.client.IncompleteRead as exc:
         raise _Retryable(f"body cut short: {len(exc.partial)} bytes read, "
                          f"{exc.expected} more announced by Content-Length") from exc
-    except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as exc:
+    except (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
         raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
 
 

@@ -192,7 +192,7 @@ def calibration_samples(folder: Path | None, *, count: int = CALIBRATION_COUNT,
     return [samples[i] for i in order[:count]], f"photos:{source}"
 
 
-def ignored_scope(model: ov.Model, ignore: tuple[str, ...]) -> "Any":
+def ignored_scope(model: ov.Model, ignore: tuple[str, ...]) -> Any:
     """An NNCF IgnoredScope for the words in ``ignore``, found by op type and graph order (not by names,
     which differ between torch, TorchScript and ONNX sources)."""
     import nncf
@@ -218,13 +218,14 @@ def ignored_scope(model: ov.Model, ignore: tuple[str, ...]) -> "Any":
         names.extend(op.get_friendly_name() for op in ops if op.get_type_name() == "Add")
     for block in ("block_a", "block_e"):  # whole encoder head / decoder tail; names exist for torch sources only
         if block in ignore:
-            names.extend(op.get_friendly_name() for op in ops if op.get_type_name() in ("Convolution", "GroupConvolution")
-                          and f".{block}." in op.get_friendly_name())
+            names.extend(op.get_friendly_name() for op in ops
+                         if op.get_type_name() in ("Convolution", "GroupConvolution")
+                         and f".{block}." in op.get_friendly_name())
     present = {op.get_type_name() for op in ops}
     return nncf.IgnoredScope(names=names, types=[t for t in types if t in present], validate=False)
 
 
-def _advanced(setup: Int8Setup) -> "Any":
+def _advanced(setup: Int8Setup) -> Any:
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
     from nncf.quantization.range_estimator import RangeEstimatorParametersSet
 
@@ -273,8 +274,8 @@ def quantize(float_model: ov.Model, calibration: list[Sample], *, setup: Int8Set
     return quantized if setup.target == "u8" else wrap(quantized)
 
 
-def _quantize_with_accuracy_control(model: ov.Model, data: "Any", inputs: list[np.ndarray], setup: Int8Setup,
-                                    scope: "Any", common: dict[str, Any]) -> ov.Model:
+def _quantize_with_accuracy_control(model: ov.Model, data: Any, inputs: list[np.ndarray], setup: Int8Setup,
+                                    scope: Any, common: dict[str, Any]) -> ov.Model:
     """NNCF's accuracy-aware PTQ: layers are reverted to float until the PSNR drop vs float is in budget.
 
     The metric is mean PSNR (dB) of the candidate against the float model on ``validation``, so "drop" is
@@ -287,7 +288,7 @@ def _quantize_with_accuracy_control(model: ov.Model, data: "Any", inputs: list[n
     # ~48 dB). Outputs seen first, keyed by input bytes, are therefore the float model's: it scores the cap.
     references: dict[bytes, np.ndarray] = {}
 
-    def validate(compiled: "Any", items: "Any") -> tuple[float, list[float]]:
+    def validate(compiled: Any, items: Any) -> tuple[float, list[float]]:
         scale = 1.0 if setup.target == "u8" else 127.5  # [-1, 1] floats -> u8 units
         scores = []
         for x in items:

@@ -69,7 +69,9 @@ def read_rgb(path: Path, *, min_side: int | None = None) -> np.ndarray:
         return np.asarray(ImageOps.exif_transpose(im).convert("RGB"), dtype=np.uint8)
 
 
-def synthetic_images(*, size_hw: tuple[int, int], count: int = SYNTHETIC_COUNT, seed: int = SYNTHETIC_SEED) -> list[Sample]:
+def synthetic_images(
+    *, size_hw: tuple[int, int], count: int = SYNTHETIC_COUNT, seed: int = SYNTHETIC_SEED
+) -> list[Sample]:
     """Seeded images with gradients, discs, stripes and noise (see the module docstring for why)."""
     rng = np.random.default_rng(seed)
     h, w = size_hw

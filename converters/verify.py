@@ -32,7 +32,7 @@ VERIFY_CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 class VerificationError(Exception):
     """The IR differs from the source beyond the floor; carries the figures for the message."""
 
-    def __init__(self, message: str, result: "Verification") -> None:
+    def __init__(self, message: str, result: Verification) -> None:
         super().__init__(message)
         self.result = result
 

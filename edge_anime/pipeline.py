@@ -293,7 +293,7 @@ class Pipeline:
         work.planned = work.stylized = None
         try:
             self._on_done(result)
-        except Exception:  # noqa: BLE001 - a caller's bug must not take the pipeline's threads down
+        except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)
             log.exception("pipeline: on_done raised for %s", work.job.src)
         finally:
             with self._state:

@@ -25,15 +25,17 @@ from .config import Config, effective_yaml, load_config
 from .errors import EdgeAnimeError, UserError
 from .fsutil import write_atomic
 from .host import usable_cores
-from .models import MANIFEST_NAME, ModelInfo, load_model_info, resolve_model
+from .choice import QUALITY_FLOOR_DB, probe_shape
+from .models import ModelInfo, resolve_model
+from .probe import DEFAULT_SECONDS as PROBE_SECONDS
+from .probe import Candidate, Timing, measure_candidates, native_precisions
 
 log = logging.getLogger(__name__)
 
 NOISE_MARGIN = 0.03  # a change must beat the best by 3% to be kept
-INT8_SUFFIXES = ("_int8", "-int8")
-# An INT8 sibling joins the sweep only when its manifest shows it keeps the picture: the issue's floor of
-# PSNR against FP32 on real photos. Speed alone would pick a model that visibly changes the style.
-INT8_FLOOR_DB = 35.0
+# A variant joins the sweep only when its manifest shows it keeps the picture: the start-up choice's floor of
+# PSNR against FP32 on real photos.
+INT8_FLOOR_DB = QUALITY_FLOOR_DB
 GOALS = ("throughput", "latency")
 
 
@@ -58,54 +60,25 @@ class Trial:
         return float(self.report["images_per_s"])
 
 
-def int8_sibling(model: ModelInfo) -> ModelInfo | None:
-    """An INT8 model converted from the same weights, beside ``model``: ``<name>_int8``/``<name>-int8``, or a
-    sibling folder whose manifest says int8 and names the same source sha256."""
-    if model.precision == "int8":
-        return None
-    parent = model.directory.parent
-    for suffix in INT8_SUFFIXES:
-        candidate = parent / f"{model.directory.name}{suffix}"
-        if (candidate / MANIFEST_NAME).is_file():
-            return load_model_info(candidate)
-    source_sha = (model.manifest.get("source") or {}).get("sha256")
-    if not source_sha:
-        return None
-    for child in sorted(parent.iterdir()):
-        if child == model.directory or not (child / MANIFEST_NAME).is_file():
-            continue
-        try:
-            info = load_model_info(child, verify=False)
-        except EdgeAnimeError:
-            continue
-        if info.precision == "int8" and (info.manifest.get("source") or {}).get("sha256") == source_sha:
-            return load_model_info(child)
-    return None
-
-
-def int8_psnr_db(model: ModelInfo) -> float | None:
-    """The worst PSNR against FP32 the converter recorded for an INT8 model (None when not recorded)."""
-    psnr = (model.manifest.get("quantization") or {}).get("psnr_vs_fp32_db") or {}
-    value = psnr.get("min") if isinstance(psnr, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def axes(config: Config, model: ModelInfo, *, cores: int,
          int8_floor_db: float = INT8_FLOOR_DB) -> list[tuple[str, list[Any]]]:
-    """The values each axis may take, in the order they are tried."""
-    models: list[Any] = [str(model.xml)]
-    int8 = int8_sibling(model)
-    if int8 is not None:
-        psnr = int8_psnr_db(int8)
-        if psnr is not None and psnr < int8_floor_db:
-            print(f"tune: skipping {int8.directory.name}: PSNR vs FP32 {psnr:.1f} dB is below the "
-                  f"{int8_floor_db:.0f} dB floor (--int8-floor-db 0 sweeps it anyway)")
+    """The values each axis may take, in the order they are tried.
+
+    ``variant`` is the style's IRs (``auto`` = the start-up measurement's pick); an IR other than the
+    default whose manifest shows less than ``int8_floor_db`` against FP32, or no figure, is not swept:
+    speed alone would pick a model that visibly changes the style."""
+    variants: list[Any] = ["auto"]
+    for spec in model.variants():
+        if spec.default or (spec.quality_db is not None and spec.quality_db >= int8_floor_db):
+            variants.append(spec.name)
         else:
-            models.append(str(int8.xml))
+            figure = "no figure" if spec.quality_db is None else f"{spec.quality_db:.1f} dB"
+            print(f"tune: skipping variant {spec.name}: PSNR vs FP32 {figure} is below the "
+                  f"{int8_floor_db:.0f} dB floor (--int8-floor-db 0 sweeps it anyway)")
     streams: list[Any] = ["auto", *range(1, cores + 1)]
     threads: list[Any] = ["auto", *range(1, cores + 1)]
     return [
-        ("model", models),
+        ("variant", variants),
         ("inference_precision", ["auto", "f32", "bf16", "f16"]),
         ("performance_hint", ["THROUGHPUT", "LATENCY"]),
         ("num_streams", streams),
@@ -115,11 +88,38 @@ def axes(config: Config, model: ModelInfo, *, cores: int,
     ]
 
 
+def variant_figures(config: Config, model: ModelInfo, *, seconds: float = PROBE_SECONDS) -> list[Timing]:
+    """Every variant x every precision this CPU computes natively, timed by the start-up probe's own
+    function (``probe.measure_candidates``) at the configured size: tune's report shows all of them, also
+    those the floor keeps out of the sweep."""
+    import openvino as ov
+
+    core = ov.Core()
+    candidates = [Candidate(v, p) for v in model.variant_names() for p in native_precisions(core)]
+    shape = probe_shape(config.image, multiple=model.size_multiple)
+    return measure_candidates(model, config.device, candidates, shape, seconds=seconds, core=core)
+
+
+def variant_table(model: ModelInfo, timings: list[Timing], shape_hw: tuple[int, int]) -> str:
+    """The variant figures as a fixed-width table (inference only, no decode/encode)."""
+    quality = {spec.name: spec.quality_db for spec in model.variants()}
+    lines = [f"variants of {model.name} at {shape_hw[1]}x{shape_hw[0]} (inference only, "
+             f"the start-up probe's measurement):",
+             f"  {'variant':10} {'prec':5} {'img/s':>7} {'dB vs FP32':>10} {'dB vs f32 run':>13}"]
+    for t in timings:
+        figure = quality.get(t.candidate.variant)
+        vs_f32 = "-" if t.psnr_vs_f32_db is None else f"{t.psnr_vs_f32_db:.1f}"
+        speed = f"{t.images_per_s:7.2f}" if t.error is None else f"failed: {t.error}"
+        lines.append(f"  {t.candidate.variant:10} {t.candidate.precision:5} {speed} "
+                     f"{'-' if figure is None else f'{figure:.1f}':>10} {vs_f32:>13}")
+    return "\n".join(lines)
+
+
 def apply(config: Config, settings: dict[str, Any], *, goal: str) -> Config:
     """``config`` with a sweep point's settings; the latency goal measures one job in flight at a time."""
-    device = config.device.model_copy(update={k: v for k, v in settings.items() if k != "model"})
+    device = config.device.model_copy(update={k: v for k, v in settings.items() if k != "variant"})
     updates: dict[str, Any] = {"device": device,
-                               "model": config.model.model_copy(update={"path": settings["model"]})}
+                               "model": config.model.model_copy(update={"variant": settings["variant"]})}
     if goal == "latency":
         updates["pipeline"] = config.pipeline.model_copy(update={"max_in_flight": 1})
     return config.model_copy(update=updates)
@@ -127,7 +127,7 @@ def apply(config: Config, settings: dict[str, Any], *, goal: str) -> Config:
 
 def baseline(config: Config, model: ModelInfo) -> dict[str, Any]:
     device = config.device
-    return {"model": str(model.xml), "inference_precision": device.inference_precision,
+    return {"variant": config.model.variant, "inference_precision": device.inference_precision,
             "performance_hint": device.performance_hint, "num_streams": device.num_streams,
             "shape_policy": device.shape_policy, "inference_num_threads": device.inference_num_threads,
             "enable_cpu_pinning": device.enable_cpu_pinning}
@@ -166,7 +166,7 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
     best = first
     _tick(bar, first)
     try:
-        for axis, value in _points(plan, lambda: best):
+        for axis, value in _points(plan, lambda: best):  # noqa: B023 - reads the best so far, on purpose
             estimate = statistics.fmean([t.seconds for t in trials])
             if time.perf_counter() - started + 3 * estimate > budget_s:  # room for one trial + the confirmation
                 log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
@@ -232,7 +232,7 @@ def winner(trials: list[Trial]) -> Trial:
 
 def table(trials: list[Trial], *, goal: str) -> str:
     """A fixed-width table of every trial; the kept one is starred."""
-    header = (f"{'':1} {'trial':28} {'hint':10} {'str':>3} {'thr':>3} {'pin':>5} {'prec':>5} {'model':10} "
+    header = (f"{'':1} {'trial':28} {'hint':10} {'str':>3} {'thr':>3} {'pin':>5} {'prec':>5} {'variant':10} "
               f"{'shape':7} {'img/s':>6} {'p50 s':>6} {'cpu%':>5}")
     lines = [header, "-" * len(header)]
     for t in trials:
@@ -244,8 +244,8 @@ def table(trials: list[Trial], *, goal: str) -> str:
         lines.append(
             f"{'*' if t.kept else ' '} {t.label[:28]:28} {eff.get('PERFORMANCE_HINT', '?'):10} "
             f"{eff.get('NUM_STREAMS', '?'):>3} {eff.get('INFERENCE_NUM_THREADS', '?'):>3} "
-            f"{str(eff.get('ENABLE_CPU_PINNING', '?')):>5} {eff.get('INFERENCE_PRECISION_HINT', '?'):>5} "
-            f"{_short(s['model'])[:10]:10} {s['shape_policy']:7} {t.report['images_per_s']:6.2f} "
+            f"{eff.get('ENABLE_CPU_PINNING', '?')!s:>5} {eff.get('INFERENCE_PRECISION_HINT', '?'):>5} "
+            f"{str(t.report['plugin'].get('variant', s['variant']))[:10]:10} {s['shape_policy']:7} {t.report['images_per_s']:6.2f} "
             f"{t.report['latency_s']['p50']:6.2f} {t.report['cpu_utilisation_pct']:5.0f}")
     lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%}, "
                  "and again on the mean of a second, reversed-order run)")

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from edge_anime.cli import main
 from edge_anime.errors import EXIT_CONFIG, EXIT_USAGE
-
-from conftest import REPO_ROOT
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

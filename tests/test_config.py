@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import REPO_ROOT
 from edge_anime.cli import main
 from edge_anime.config import ENV_CONFIG, Config, load_config, parse_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
-from edge_anime.preflight import check_paths
 from edge_anime.locations import bundled_config_path, bundled_models_dir, default_locations
-
-from conftest import REPO_ROOT
+from edge_anime.preflight import check_paths
 
 
 def _error(raw: Any) -> str:
@@ -258,7 +257,8 @@ def test_a_long_bad_value_is_cut_short_in_the_message() -> None:
     ({"watch": {"root": "/proc/self/x"}}, "watch.root: /proc/self/x/inbox is on a kernel filesystem"),
     ({"service": {"status_file": "/proc/self/status"}},
      "service.status_file: /proc/self/status is on a kernel filesystem"),
-    ({"watch": {"inbox": "/etc/hostname/in"}}, "watch.inbox: /etc/hostname/in is under /etc/hostname, which is not a folder"),
+    ({"watch": {"inbox": "/etc/hostname/in"}},
+     "watch.inbox: /etc/hostname/in is under /etc/hostname, which is not a folder"),
     ({"device": {"cache_dir": "/etc/hostname"}}, "device.cache_dir: /etc/hostname exists and is not a folder"),
 ])
 def test_check_runs_the_start_up_path_checks(write_config: Callable[..., Path], raw: dict[str, dict[str, Any]],

@@ -16,11 +16,11 @@ from PIL import Image
 
 torch = pytest.importorskip("torch")
 
-from edge_anime_converters.convert import ConversionError, convert  # noqa: E402
-from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
 from edge_anime.cli import main  # noqa: E402
 from edge_anime.errors import EXIT_CONFIG, ModelError  # noqa: E402
 from edge_anime.models import load_model_info, sha256_file  # noqa: E402
+from edge_anime_converters.convert import ConversionError, convert  # noqa: E402
+from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMALL_SIZES = ((64, 64), (64, 96))
@@ -51,7 +51,7 @@ def _export_onnx(module: torch.nn.Module, path: Path, *, nhwc: bool) -> Path:
 def _check_folder(folder: Path, *, precision: str, kind: str) -> dict:
     info = load_model_info(folder)
     manifest = info.manifest
-    assert CONTRACT_KEYS <= set(manifest), CONTRACT_KEYS - set(manifest)
+    assert set(manifest) >= CONTRACT_KEYS, CONTRACT_KEYS - set(manifest)
     assert manifest["precision"] == precision and manifest["source"]["kind"] == kind
     assert manifest["input"] == {"name": "image", "layout": "NHWC", "dtype": "u8", "color": "RGB",
                                  "shape": [1, -1, -1, 3], "size_multiple": 4}

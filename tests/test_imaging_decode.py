@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, png_chunk, synthetic_photo
 from PIL import Image, ImageCms, ImageOps
 
+from conftest import REPO_ROOT, png_chunk, synthetic_photo
 from edge_anime.config import ImageSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import decode, plan

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms
 
+from conftest import synthetic_photo
 from edge_anime.config import ImageSection, OutputSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import Decoded, decode, encode, finish, output_extension, plan
-
-from conftest import synthetic_photo
 
 GPS_IFD = 0x8825
 ORIENTATION = 0x0112

@@ -9,16 +9,16 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("nncf")
 
-import openvino as ov  # noqa: E402
+import openvino as ov
 
-from edge_anime_converters.convert import convert  # noqa: E402
-from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
-from edge_anime_converters.ir import torch_to_float_ov  # noqa: E402
-from edge_anime_converters.quantize import DEFAULT_INT8, INT8_CANDIDATES, Int8Setup, choose_int8, ignored_scope  # noqa: E402
-from edge_anime_converters.samples import synthetic_images  # noqa: E402
-from edge_anime.cli import main  # noqa: E402
-from edge_anime.errors import EXIT_CONFIG  # noqa: E402
-from edge_anime.models import load_model_info  # noqa: E402
+from edge_anime.cli import main
+from edge_anime.errors import EXIT_CONFIG
+from edge_anime.models import load_model_info
+from edge_anime_converters.convert import convert
+from edge_anime_converters.generator import seeded_random_generator
+from edge_anime_converters.ir import torch_to_float_ov
+from edge_anime_converters.quantize import DEFAULT_INT8, INT8_CANDIDATES, Int8Setup, choose_int8, ignored_scope
+from edge_anime_converters.samples import synthetic_images
 
 SMALL_SIZES = ((64, 64), (64, 96))
 CALIB_COUNT = 8

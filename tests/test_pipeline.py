@@ -152,8 +152,9 @@ def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[
 
 def test_sizes_changing_every_job_under_a_tight_memory_bound(write_config: Callable[..., Path],
                                                             make_photo: Callable[..., Path], tmp_path: Path) -> None:
-    """Room for one live shape (~120 MB with 2 streams) and idle ones: the others give their memory back while inferences of other sizes run
-    (the plugin refuses a shape that is busy), and every picture still comes out as a fresh engine makes it."""
+    """Room for one live shape (~120 MB with 2 streams) and idle ones: the others give their memory back while
+    inferences of other sizes run (the plugin refuses a shape that is busy), and every picture still comes out
+    as a fresh engine makes it."""
     bounded = load_config(write_config({"image": {"max_side": 64}, "device": {
         "shape_cache_size": 8, "shape_cache_mb": 200, "num_streams": 2, "inference_precision": "f32"}}))
     engine = Engine(resolve_model(bounded.model.path, search_dirs=bounded.model.dirs), bounded.device)

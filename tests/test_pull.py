@@ -15,7 +15,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from edge_anime_converters.pull import (  # noqa: E402
+from edge_anime.cli import main
+from edge_anime.errors import EXIT_CONFIG
+from edge_anime_converters.pull import (
     PUBLISHED,
     PUBLISHED_BLOB_SHA1,
     PullError,
@@ -23,8 +25,6 @@ from edge_anime_converters.pull import (  # noqa: E402
     pull,
     resolve,
 )
-from edge_anime.cli import main  # noqa: E402
-from edge_anime.errors import EXIT_CONFIG  # noqa: E402
 
 FAST = {"retries": 1, "timeout_s": 5.0, "backoff_s": 0.01, "progress": False}
 
@@ -36,7 +36,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # keep pytest output clean
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.hits[self.path] = self.hits.get(self.path, 0) + 1
         body = self.routes.get(self.path.split("?")[0].replace("/flaky", ""))
         if self.path.startswith("/truncated"):

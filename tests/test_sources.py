@@ -14,10 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
-from edge_anime_converters.sources import SourceError, detect_kind, load_source, resolve_upsample_align  # noqa: E402
 from edge_anime.cli import main  # noqa: E402
 from edge_anime.errors import EXIT_CONFIG  # noqa: E402
+from edge_anime_converters.generator import seeded_random_generator  # noqa: E402
+from edge_anime_converters.sources import SourceError, detect_kind, load_source, resolve_upsample_align  # noqa: E402
 
 
 class NeedsCode:

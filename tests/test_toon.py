@@ -123,7 +123,8 @@ def test_shipped_checkpoint_has_the_published_keys() -> None:
     state = torch.load(CHECKPOINT, weights_only=True)
     Generator(upsample_align=True).load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
     if REFERENCE_KEYS.is_file():
-        rows = [ln.split("\t") for ln in REFERENCE_KEYS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+        rows = [ln.split("\t") for ln in REFERENCE_KEYS.read_text().splitlines()
+                if ln.strip() and not ln.startswith("#")]
         published = {key: shape for key, shape in rows}
         ours = {k: "x".join(map(str, v.shape)) for k, v in state.items()}
         assert ours == published
@@ -139,18 +140,18 @@ def test_models_folder_stays_under_budget() -> None:
 @pytest.mark.parametrize("hw", [(256, 256), (512, 512), (352, 480)])
 def test_shipped_ir_runs_at_any_allowed_size(hw: tuple[int, int]) -> None:
     import openvino as ov
+    from skimage import data
 
     from training.target import resize_long_side
 
-    from skimage import data
-
     photo = resize_long_side(data.chelsea(), max(hw) + 8)[: hw[0], : hw[1]]
-    photo = np.ascontiguousarray(np.pad(photo, ((0, hw[0] - photo.shape[0]), (0, hw[1] - photo.shape[1]), (0, 0)), mode="reflect"))
+    pad = ((0, hw[0] - photo.shape[0]), (0, hw[1] - photo.shape[1]), (0, 0))
+    photo = np.ascontiguousarray(np.pad(photo, pad, mode="reflect"))
     model = ov.Core().read_model(TOON_DIR / "model.xml")
     model.reshape({0: [1, *hw, 3]})
     out = ov.Core().compile_model(model, "CPU")({0: photo[None]})[0]
     assert out.shape == (1, *hw, 3) and out.dtype == np.uint8
-    assert 0.0 < float(np.abs(out[0].astype(np.int16) - photo).mean()), "the model must change the picture"
+    assert float(np.abs(out[0].astype(np.int16) - photo).mean()) > 0.0, "the model must change the picture"
 
 
 @shipped

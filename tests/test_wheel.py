@@ -12,12 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from conftest import REPO_ROOT, synthetic_photo
@@ -70,7 +70,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS, check=False, env=env,
                              cwd=base)
     assert install.returncode == 0, install.stderr
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", purelib],
                           capture_output=True, text=True, check=True, env=env, cwd=base).stdout.strip()
     yield Installed(venv=venv, home=home, env=env, site_packages=Path(site))
 

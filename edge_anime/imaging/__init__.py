@@ -7,8 +7,8 @@ except for float (mode F) inputs.
 """
 from __future__ import annotations
 
-from .decoder import decode
 from .decoded import Decoded
+from .decoder import decode
 from .encoder import encode, finish, output_extension
 from .geometry import estimate_inference_mb
 from .planner import plan
