@@ -17,19 +17,21 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
+from pydantic import BaseModel, ValidationError
 
-from .config import Config
+from .choice import open_engine
+from .config import Config, format_validation_error
 from .engine import Engine
-from .errors import UserError
+from .errors import ConfigError, UserError
 from .host import usable_cores
 from .imaging import output_extension
-from .models import resolve_model
 from .pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
 
 log = logging.getLogger(__name__)
+SectionT = TypeVar("SectionT", bound=BaseModel)
 
 BYTES_PER_MB = 1024 * 1024
 
@@ -63,17 +65,34 @@ def input_files(folder: Path, extensions: list[str]) -> list[Path]:
     return files
 
 
-def with_overrides(config: Config, *, model: str | None = None, max_side: int | None = None) -> Config:
-    """``--model`` and ``--max-side`` on top of the config file (max_side also selects that resize mode)."""
+def with_overrides(config: Config, *, model: str | None = None, max_side: int | None = None,
+                   variant: str | None = None, precision: str | None = None) -> Config:
+    """``--model``, ``--variant``, ``--precision`` and ``--max-side`` on top of the config file (max_side also
+    selects that resize mode). The result is validated like a config file, so a bad value names its key."""
     updates: dict[str, Any] = {}
+    model_updates: dict[str, Any] = {}
     if model is not None:
         spec = model
         if "/" in spec or spec.endswith(".xml"):
             spec = str(Path(spec).expanduser().resolve())
-        updates["model"] = config.model.model_copy(update={"path": spec})
+        model_updates["path"] = spec
+    if variant is not None:
+        model_updates["variant"] = variant
+    if model_updates:
+        updates["model"] = _revalidated(config.model, "model", model_updates)
+    if precision is not None:
+        updates["device"] = _revalidated(config.device, "device", {"inference_precision": precision})
     if max_side is not None:
         updates["image"] = config.image.model_copy(update={"resize": "max_side", "max_side": max_side})
     return config.model_copy(update=updates) if updates else config
+
+
+def _revalidated(section: SectionT, name: str, changes: dict[str, Any]) -> SectionT:
+    """``section`` with ``changes``, checked like the config file, errors naming ``name.key``."""
+    try:
+        return type(section).model_validate({**section.model_dump(), **changes})
+    except ValidationError as exc:
+        raise ConfigError(f"{name}.{format_validation_error(exc)}") from None
 
 
 def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path) -> PassFigures:
@@ -145,8 +164,7 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         raise UserError(f"--repeat: expected an integer >= 1, got {repeat}")
     started = time.perf_counter()
     if engine is None:
-        model = resolve_model(config.model.path, search_dirs=config.model.dirs)
-        engine = Engine(model, config.device)
+        _, engine = open_engine(config)  # the variant and precision a start would run (pinned or measured)
     startup_s = time.perf_counter() - started
     cores = usable_cores()
     decode_threads, encode_threads = stage_threads(config, cores=cores)
@@ -185,13 +203,17 @@ def format_report(report: dict[str, Any]) -> str:
         f"   peak RSS {report['peak_rss_mb']:.0f} MB",
         f"plugin   hint {eff.get('PERFORMANCE_HINT')}  streams {eff.get('NUM_STREAMS')}  threads "
         f"{eff.get('INFERENCE_NUM_THREADS')}  precision {eff.get('INFERENCE_PRECISION_HINT')}  requests "
-        f"{report['plugin']['num_requests']}  pinning {eff.get('ENABLE_CPU_PINNING')}  shapes "
+        f"{report['plugin']['num_requests']}  variant {report['plugin'].get('variant')}  "
+        f"pinning {eff.get('ENABLE_CPU_PINNING')}  shapes "
         f"{report['plugin']['shape_policy']} ({', '.join(report['compiled_shapes']) or 'dynamic'})",
         f"start    engine ready in {report['engine_startup_s']:.2f} s   huge pages "
         f"{'on' if report['plugin'].get('huge_pages') else 'off'}",
         "stage    " + "  ".join(f"{s} {per[s] * 1000:.0f}" for s in STAGES) + "   (ms per image; "
         "infer overlaps the other stages)",
     ]
+    choice = report["plugin"].get("choice") or {}
+    if choice.get("summary"):
+        lines.append(f"variant  {choice['summary']}")
     for note in report["plugin"].get("ignored", []):
         lines.append(f"note     {note}")
     for err in report["errors"]:

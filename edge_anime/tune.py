@@ -1,10 +1,10 @@
 """Find the device settings this box runs best, within a time budget, and write them as a config.
 
-The full grid (hint x streams x threads x pinning x precision x model x shape policy) is hundreds of runs of
+The full grid (hint x streams x threads x pinning x precision x variant x shape policy) is hundreds of runs of
 the whole pipeline; on a 2-core box that is hours. So the sweep is a coordinate descent: measure the
 config as given, then change one axis at a time from the best so far, keeping a change only when it beats
 the best by more than ``NOISE_MARGIN`` (the box is shared; smaller wins are noise). Axes are tried in the
-order of the effect measured on this hardware (precision/model first, then hint, streams, shape policy,
+order of the effect measured on this hardware (variant/precision first, then hint, streams, shape policy,
 threads, pinning), so a short budget still covers what matters. Each trial is ``bench.measure`` on the
 same files: real decode, inference, encode and write.
 """
@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from .bench import measure
+from .choice import QUALITY_FLOOR_DB, probe_shape
 from .config import Config, effective_yaml, load_config
 from .errors import EdgeAnimeError, UserError
 from .fsutil import write_atomic
 from .host import usable_cores
-from .choice import QUALITY_FLOOR_DB, probe_shape
 from .models import ModelInfo, resolve_model
 from .probe import DEFAULT_SECONDS as PROBE_SECONDS
 from .probe import Candidate, Timing, measure_candidates, native_precisions
@@ -245,7 +245,8 @@ def table(trials: list[Trial], *, goal: str) -> str:
             f"{'*' if t.kept else ' '} {t.label[:28]:28} {eff.get('PERFORMANCE_HINT', '?'):10} "
             f"{eff.get('NUM_STREAMS', '?'):>3} {eff.get('INFERENCE_NUM_THREADS', '?'):>3} "
             f"{eff.get('ENABLE_CPU_PINNING', '?')!s:>5} {eff.get('INFERENCE_PRECISION_HINT', '?'):>5} "
-            f"{str(t.report['plugin'].get('variant', s['variant']))[:10]:10} {s['shape_policy']:7} {t.report['images_per_s']:6.2f} "
+            f"{str(t.report['plugin'].get('variant', s['variant']))[:10]:10} {s['shape_policy']:7} "
+            f"{t.report['images_per_s']:6.2f} "
             f"{t.report['latency_s']['p50']:6.2f} {t.report['cpu_utilisation_pct']:5.0f}")
     lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%}, "
                  "and again on the mean of a second, reversed-order run)")

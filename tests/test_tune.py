@@ -11,7 +11,6 @@ import yaml
 
 from edge_anime.config import load_config
 from edge_anime.models import load_model_info
-from edge_anime.tune import int8_sibling
 
 CLI_TIMEOUT_S = 300  # seconds
 
@@ -27,38 +26,52 @@ def test_tune_writes_a_loadable_config_and_a_chart(write_config: Callable[..., P
          "--budget", "3", "--max-side", "48", "--write", str(out), "--chart", str(png)],
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
-    assert "as configured" in proc.stdout and "img/s" in proc.stdout
+    assert "as configured" in proc.stdout and "img/s" in proc.stdout and "variants of randgen" in proc.stdout
     tuned = load_config(out)
     assert tuned.device.performance_hint in {"LATENCY", "THROUGHPUT"}
     assert tuned.image.max_side == 48
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_int8_sibling_is_found_by_folder_name(random_ir: Path, tmp_path: Path) -> None:
-    fp32 = tmp_path / "toon"
-    shutil.copytree(random_ir, fp32)
-    assert int8_sibling(load_model_info(fp32)) is None
-    int8 = tmp_path / "toon_int8"
-    shutil.copytree(random_ir, int8)
-    manifest = yaml.safe_load((int8 / "manifest.yaml").read_text(encoding="utf-8"))
-    manifest["precision"] = "int8"
-    (int8 / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    found = int8_sibling(load_model_info(fp32))
-    assert found is not None and found.directory == int8 and found.precision == "int8"
+def _style_with_int8(random_ir: Path, tmp_path: Path, *, psnr_vs_fp32: float | None) -> Path:
+    """The random IR as a style with an "int8" variant entry (the same graph under the variant's file names:
+    what is tested is how the manifest's figure steers the sweep, not INT8 arithmetic)."""
+    style = tmp_path / "toon"
+    shutil.copytree(random_ir, style)
+    shutil.copy(style / "model.xml", style / "model_int8.xml")
+    shutil.copy(style / "model.bin", style / "model_int8.bin")
+    manifest = yaml.safe_load((style / "manifest.yaml").read_text(encoding="utf-8"))
+    entry: dict[str, object] = {"precision": "int8",
+                                "ir": {**manifest["ir"], "xml": "model_int8.xml", "bin": "model_int8.bin"}}
+    if psnr_vs_fp32 is not None:
+        entry["quality"] = {"reference": "fp32 IR", "psnr_db": {"min": psnr_vs_fp32, "mean": psnr_vs_fp32 + 1}}
+    manifest["variants"] = {"int8": entry}
+    (style / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return style
 
 
-def test_int8_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_path: Path,
-                                                   write_config: Callable[..., Path]) -> None:
+def test_a_variant_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_path: Path,
+                                                        write_config: Callable[..., Path]) -> None:
     from edge_anime.tune import axes
 
-    fp32, int8 = tmp_path / "toon", tmp_path / "toon_int8"
-    shutil.copytree(random_ir, fp32)
-    shutil.copytree(random_ir, int8)
-    manifest = yaml.safe_load((int8 / "manifest.yaml").read_text(encoding="utf-8"))
-    manifest.update(precision="int8", quantization={"psnr_vs_fp32_db": {"min": 30.1, "mean": 30.7}})
-    (int8 / "manifest.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
     config = load_config(write_config())
-    models = dict(axes(config, load_model_info(fp32), cores=2))["model"]
-    assert models == [str(fp32 / "model.xml")]
-    models = dict(axes(config, load_model_info(fp32), cores=2, int8_floor_db=0.0))["model"]
-    assert models == [str(fp32 / "model.xml"), str(int8 / "model.xml")]
+    low = load_model_info(_style_with_int8(random_ir, tmp_path / "low", psnr_vs_fp32=30.1))
+    assert dict(axes(config, low, cores=2))["variant"] == ["auto", "fp32"]
+    assert dict(axes(config, low, cores=2, int8_floor_db=0.0))["variant"] == ["auto", "fp32", "int8"]
+    unknown = load_model_info(_style_with_int8(random_ir, tmp_path / "unknown", psnr_vs_fp32=None))
+    assert dict(axes(config, unknown, cores=2, int8_floor_db=0.0))["variant"] == ["auto", "fp32"]
+    good = load_model_info(_style_with_int8(random_ir, tmp_path / "good", psnr_vs_fp32=36.0))
+    assert dict(axes(config, good, cores=2))["variant"] == ["auto", "fp32", "int8"]
+
+
+def test_the_variant_table_shows_every_variant_from_the_probes_measurement(
+        random_ir: Path, tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    from edge_anime.tune import variant_figures, variant_table
+
+    config = load_config(write_config({"image": {"max_side": 48}, "device": {"performance_hint": "LATENCY"}}))
+    style = load_model_info(_style_with_int8(random_ir, tmp_path, psnr_vs_fp32=30.1))
+    timings = variant_figures(config, style, seconds=0.1)
+    assert {(t.candidate.variant, t.candidate.precision) for t in timings} >= {("fp32", "f32"), ("int8", "f32")}
+    assert all(t.error is None and t.images_per_s > 0 for t in timings)
+    text = variant_table(style, timings, (36, 48))
+    assert "int8" in text and "30.1" in text and "48x36" in text

@@ -12,6 +12,10 @@ from ..errors import EXIT_OK
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_dir", type=Path, metavar="INPUT_DIR", help="folder of real photos")
     parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
+    parser.add_argument("--variant", default=None, metavar="NAME",
+                        help="model.variant override: an IR of the style (fp16, int8; see models list) or auto")
+    parser.add_argument("--precision", default=None, choices=("auto", "f32", "bf16", "f16"),
+                        help="device.inference_precision override")
     parser.add_argument("--max-side", type=int, default=None, metavar="N",
                         help="resize to at most N px on the long side (sets image.resize: max_side)")
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="config file (default: bundled)")
@@ -28,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from ..config import load_config
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
+    config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side,
+                            variant=args.variant, precision=args.precision)
     files = input_files(args.input_dir, config.watch.extensions)
     report = measure(config, files, repeat=args.repeat, warmup=args.warmup)
     print(format_report(report))

@@ -19,23 +19,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
     parser.add_argument("--max-side", type=int, default=None, metavar="N", help="image.max_side override")
     parser.add_argument("--int8-floor-db", type=float, default=35.0, metavar="DB",
-                        help="sweep an INT8 sibling model only if its manifest's PSNR vs FP32 is at least this (35)")
+                        help="sweep a variant of the style (int8) only if its manifest's PSNR vs FP32 "
+                             "is at least this (35)")
     parser.add_argument("--images", type=int, default=8, metavar="N",
                         help="photos per trial, taken in name order (8): fewer trials fit a budget with more")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..bench import input_files, with_overrides
+    from ..choice import probe_shape
     from ..config import load_config
     from ..errors import UserError
-    from ..tune import chart, sweep, table, winner, write_config
+    from ..models import resolve_model
+    from ..tune import chart, sweep, table, variant_figures, variant_table, winner, write_config
 
     if args.images < 1:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")
     config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
     files = input_files(args.input_dir, config.watch.extensions)[: args.images]
+    style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    variants = variant_table(style, variant_figures(config, style),
+                             probe_shape(config.image, multiple=style.size_multiple))
+    print(variants)
     trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db)
-    summary = table(trials, goal=args.goal)
+    summary = variants + "\n" + table(trials, goal=args.goal)
     print(summary)
     best = winner(trials)
     write_config(config, best, args.write, goal=args.goal, summary=summary)
