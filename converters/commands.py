@@ -171,13 +171,19 @@ def _run_list(dirs: list[Path]) -> int:
     if not models:
         print(f"no models in {', '.join(str(d) for d in dirs)}; convert one with 'edge-anime convert'")
         return 0
-    rows = [("NAME", "PRECISION", "SIZE", "VERIFIED PSNR", "FOLDER")]
-    for info in models:
-        size_mb = sum(p.stat().st_size for p in (info.xml, info.bin)) / BYTES_PER_MB
-        rows.append((info.name, info.precision, f"{size_mb:.1f} MB", _psnr_text(info.manifest), str(info.directory)))
+    rows = [("NAME", "VARIANT", "SIZE", "VERIFIED PSNR", "VS FP32", "FOLDER")]
+    for style in models:
+        for spec in style.variants():  # one row per IR: model.variant names it, auto picks among them
+            info = style.with_variant(spec.name, verify=False)
+            size_mb = sum(p.stat().st_size for p in (info.xml, info.bin) if p.is_file()) / BYTES_PER_MB
+            figure = "none" if spec.quality_db is None else f"{spec.quality_db:.1f} dB"
+            rows.append((style.name if spec.default else "", spec.name + (" *" if spec.default else ""),
+                         f"{size_mb:.1f} MB", _psnr_text(info.manifest), figure,
+                         str(style.directory) if spec.default else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    print("* the style's default IR; `model.variant: auto` measures which variant runs fastest on this box")
     return 0
 
 

@@ -183,3 +183,36 @@ def test_explicit_settings_win_and_are_not_measured(two_variants: Path, tmp_path
     assert engine.choice is not None and engine.choice["how"] == "pinned"
     assert engine.describe()["variant"] == "fp16" and engine.effective["INFERENCE_PRECISION_HINT"] == "f32"
     assert _decisions(path) == []
+
+
+def test_other_weights_under_the_same_name_replace_the_style(two_variants: Path, tmp_path: Path,
+                                                             seeded_checkpoint: Path) -> None:
+    """Variants are IRs of one checkpoint: converting another one under the name starts the style afresh."""
+    from edge_anime_converters.convert import convert
+
+    style = _style_copy(two_variants, tmp_path)
+    manifest = yaml.safe_load((style / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest["source"]["sha256"] = "0" * 64  # as if converted from other weights
+    (style / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    convert(seeded_checkpoint, name=style.name, precision="fp16", output_dir=style.parent,
+            verify_limit=1, verify_sizes_hw=((64, 64),))
+    fresh = load_model_info(style)
+    assert fresh.variant_names() == ["fp16"] and not (style / "model_fp16.xml").exists()
+
+
+def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path: Path,
+                                                   write_config: Callable[..., Path]) -> None:
+    style = _style_copy(two_variants, tmp_path)
+    path = _config(write_config, style)
+    show = subprocess.run([sys.executable, "-m", "edge_anime", "config", "show", str(path)],
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert show.returncode == 0, show.stderr
+    assert "# variant: not measured on this box yet" in show.stdout and "fp16@f32" in show.stdout
+    choose(load_config(path), resolve_model(style, search_dirs=[]), seconds=PROBE_S)
+    show = subprocess.run([sys.executable, "-m", "edge_anime", "config", "show", str(path)],
+                          capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    assert "cached at 64x48: images/s fp32@f32" in show.stdout and "pin with model.variant: " in show.stdout
+    listed = subprocess.run([sys.executable, "-m", "edge_anime", "models", "list", "--dir", str(style.parent)],
+                            capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert ["randgen", "fp32", "*"] == rows[1][:3] and rows[2][0] == "fp16"
