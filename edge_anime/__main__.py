@@ -9,6 +9,6 @@ from .service.signals import hold
 
 hold(sys.argv[1:])
 
-from .cli import entry  # after hold(): the imports are the window it closes
+from .cli import entry  # noqa: E402 - after hold(): the imports are the window it closes
 
 entry()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import __version__
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
 from .host import huge_pages_environment
+from .service.signals import hold
 
 # command -> (module, add-arguments function, run function, one-line help). Modules are imported only to
 # build their own sub-parser; the converters' module imports torch inside its run functions only.
@@ -83,6 +84,7 @@ def entry() -> None:
     The restart is an exec (same PID, so systemd's notify and signals are unaffected) made before any
     heavy import; ``EDGE_ANIME_HUGE_PAGES=0`` turns it off.
     """
+    hold(sys.argv[1:])  # first: a SIGTERM to `run` from here on waits for its handler (service/signals.py)
     command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
     if command in INFERENCE_COMMANDS:
         env = huge_pages_environment()

@@ -5,10 +5,12 @@ folder when they need to damage it.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import struct
+import subprocess
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,25 @@ def file_sha256(path: Path) -> str:
 def png_chunk(tag: bytes, data: bytes) -> bytes:
     """One PNG chunk (length, tag, data, CRC), for writing bombs and damaged PNGs byte by byte."""
     return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A real tmpfs on ``folder`` (tests run as root in CI): a disk to fill, or a read-only one (``ro``, which
+    even root cannot write). Skips with the reason where mounting is refused."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs to fill: the box's own disk running full."""
+    with mounted_tmpfs(tmp_path / "tmpfs", "size=2m") as mount:
+        yield mount

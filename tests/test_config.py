@@ -1,7 +1,6 @@
 """The config schema: every error class names its key path; relative paths; defaults; check and show."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, mounted_tmpfs
 from edge_anime.cli import main
 from edge_anime.config import ENV_CONFIG, Config, load_config, parse_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
@@ -270,20 +269,8 @@ def test_check_runs_the_start_up_path_checks(write_config: Callable[..., Path], 
 @pytest.fixture
 def read_only_folder(tmp_path: Path) -> Iterator[Path]:
     """A folder nobody may write, root included: a read-only tmpfs (root ignores mode bits, not EROFS)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
-                           capture_output=True, text=True, check=False)
-    if mount.returncode != 0:
-        if os.access(folder, os.W_OK) and os.getuid() == 0:
-            pytest.skip(f"cannot mount a read-only tmpfs here: {mount.stderr.strip()}")
-        folder.chmod(0o500)  # an ordinary user: mode bits are enough
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
         yield folder
-        return
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 def test_check_notes_an_unwritable_folder_but_passes(write_config: Callable[..., Path], read_only_folder: Path,
@@ -295,3 +282,13 @@ def test_check_notes_an_unwritable_folder_but_passes(write_config: Callable[...,
     assert f"note: watch.root: {read_only_folder} is not writable by this user" in capsys.readouterr().err
     with pytest.raises(ConfigError, match=f"watch.root: {read_only_folder} is not writable"):
         check_paths(load_config(config_path))
+
+
+def test_run_refuses_an_unwritable_folder_before_it_starts(write_config: Callable[..., Path],
+                                                            read_only_folder: Path) -> None:
+    """The same check as `config check`, but `run` is the service's user: there it is an error, exit 78."""
+    config_path = write_config({"watch": {"root": str(read_only_folder / "var")}})
+    proc = subprocess.run([sys.executable, "-m", "edge_anime", "run", "--config", str(config_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == EXIT_CONFIG, proc.stdout + proc.stderr
+    assert f"watch.root: {read_only_folder} is not writable by this user" in proc.stderr

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import png_chunk
 from PIL import Image
 
+from conftest import png_chunk
 from edge_anime.errors import EXIT_CONFIG
 
 START_DEADLINE_S = 90.0   # first start compiles the model (cold cache) on two busy cores
@@ -359,7 +359,8 @@ def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
 
 def test_sigterm_mid_batch_exits_0_with_no_partial_output(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    svc = start(services, config({"service": {"drain_timeout_seconds": 10.0, "log_format": "json"}}), tmp_path / "service.log")
+    svc = start(services, config({"service": {"drain_timeout_seconds": 10.0, "log_format": "json"}}),
+                tmp_path / "service.log")
     sources = make_sources(make_photo, tmp_path / "src", 80)
     copy_in(sources, svc.root / "inbox")
     wait_until(lambda: len(visible(svc.root / "outbox")) >= 5, timeout_s=WORK_DEADLINE_S,

@@ -35,13 +35,13 @@ from test_service import (
     visible,
     wait_until,
 )
-from test_watch_core import fill, tmpfs  # noqa: F401 - a fixture
+from test_watch_core import fill
 
 from edge_anime import naming
 
 
 @pytest.fixture
-def state_fs(tmpfs: Path) -> Iterator[Path]:  # noqa: F811 - the fixture imported above
+def state_fs(tmpfs: Path) -> Iterator[Path]:
     """watch.root on a 2 MiB tmpfs; whatever a test left there is removed before the unmount."""
     yield tmpfs
     for entry in tmpfs.iterdir():

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import REPO_ROOT, synthetic_photo
 from edge_anime.cli import main
 from edge_anime.errors import EXIT_CONFIG, EXIT_FAILURES
-
-from conftest import REPO_ROOT, synthetic_photo
 
 STYLE = "randgen"  # the random IR's manifest name
 
@@ -97,7 +96,8 @@ def test_config_error_exits_78_before_any_work(tmp_path: Path, make_photo: Calla
                                                write_config: Callable[..., Path],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     config = write_config({"image": {"resize": "stretch"}})
-    assert main(["stylize", str(make_photo("a.jpg")), "-o", str(tmp_path / "out"), "--config", str(config)]) == EXIT_CONFIG
+    args = ["stylize", str(make_photo("a.jpg")), "-o", str(tmp_path / "out"), "--config", str(config)]
+    assert main(args) == EXIT_CONFIG
     assert "image.resize" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 

@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,19 +302,6 @@ def test_a_style_with_slashes_never_writes_outside_the_outbox(tmp_path: Path) ->
 
 
 # --- a real full disk ------------------------------------------------------------------------------------
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs (we run as root in CI); skipped with the reason where mounting is refused."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
 
 def fill(folder: Path) -> Path:
     """Fill the filesystem of ``folder`` to the last byte; returns the filler (delete it to free)."""

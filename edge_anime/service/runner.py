@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, load_config
+from ..config import Config, is_loopback, load_config
 from ..errors import ConfigError, UserError
 from ..models import ModelInfo, resolve_model
 from ..naming import UnsafeNameError, check_style
+from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, write_probe
 from ..watch.detect import Detector
@@ -64,6 +65,7 @@ class Service:
         if self.flags.stop.is_set():
             log.info("stopped before start (a signal during start-up)")
             return 0
+        check_paths(config)  # what `config check` checks, refused here too (an unwritable folder included)
         self.folders = Folders.from_config(config.watch)
         prepare_folders(self.folders)
         worker_id = config.watch.worker_id
@@ -98,6 +100,9 @@ class Service:
             except OSError as exc:
                 raise ConfigError(f"service.metrics: cannot listen on {metrics.host}:{metrics.port}: "
                                   f"{exc.strerror}; choose another port or disable metrics") from None
+            if not is_loopback(metrics.host):
+                log.warning("metrics: serving on %s:%s, reachable from other machines (service.metrics."
+                            "allow_remote: true)", metrics.host, metrics.port)
         self.acct.counts.recovered += self.core.recover_at_start()
         self.detector.start()
         self.acct.state = "ready"

@@ -143,7 +143,7 @@ class WatchCore:
             adopt_orphans(self.worker)
             swept = sweep_names(self.worker.work)
             claims = list(self.worker.claims())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             self._boundary_without_claim(exc, "recovery")
             return 0
         if swept:
@@ -157,7 +157,7 @@ class WatchCore:
         """Take over the claims of workers that died since the last look (boxes sharing the inbox)."""
         try:
             folders = adopt_orphans(self.worker)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             self._boundary_without_claim(exc, "adopt")
             return []
         claims = [c for c in (load_claim(f) for f in folders) if c is not None]
@@ -198,14 +198,14 @@ class WatchCore:
             return None
         try:
             return self.worker.claim(rel, self.handler.folders.inbox)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             self._boundary_without_claim(exc, "claim", name=rel)
             return None
 
     def _start(self, claim: Claim) -> None:
         try:
             decision = self.handler.recover(claim)  # prepare, or finish what an earlier attempt left
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             decision = self._on_error(claim, exc, stage="prepare")
         if isinstance(decision, Verdict):
             self._settle(claim, decision, None)
@@ -218,7 +218,7 @@ class WatchCore:
         if error is None:
             try:
                 verdict = self.handler.succeed(claim)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
                 verdict = self._on_error(claim, exc, stage="commit")
         else:
             verdict = self._on_error(claim, error, stage=getattr(error, "stage", "job"))
@@ -261,7 +261,7 @@ class WatchCore:
         """Set the input aside; if the box cannot take it now, hold the claim (its failure is remembered)."""
         try:
             return self.handler.fail(claim, reason, stage=stage)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             why = describe(exc)
             if classify(exc) is not Kind.BOX:
                 log.error("cannot set %s aside in failed/: %s; it stays in %s", claim.rel, why, claim.folder)
@@ -300,7 +300,7 @@ class WatchCore:
             return
         try:
             self.probe()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             self._pause(describe(exc))
             return
         paused_s = now - self.pause.since
