@@ -244,3 +244,45 @@ def test_an_inotify_queue_overflow_is_detected_and_rescanned_at_once(inbox: Path
         assert sorted(got) == names
     finally:
         det.stop()
+
+
+def _wait_for_log(caplog: pytest.LogCaptureFixture, text: str, *, deadline_s: float = DEADLINE_SECONDS) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if any(text in r.getMessage() for r in caplog.records):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no log line with {text!r} within {deadline_s} s")
+
+
+def test_a_file_that_will_never_be_taken_is_said_once(inbox: Path, detector_factory: object,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """A .gif or a name without extension stays in the inbox: one log line each, however often the folder is
+    scanned; uploads in progress (hidden, .part) stay quiet."""
+    caplog.set_level(logging.INFO, logger="edge_anime.watch")
+    for name in ("a.gif", "noext", ".hidden.gif", "b.jpg.part"):
+        (inbox / name).write_bytes(b"x")
+    det = detector_factory(detector="polling")  # type: ignore[operator]
+    _wait_for_log(caplog, "skipped noext")
+    _wait_for_log(caplog, "skipped a.gif: its extension is not in watch.extensions")
+    ticks_before = sum("skipped" in r.getMessage() for r in caplog.records)
+    (inbox / "c.jpg").write_bytes(b"y")
+    assert _collect(det, 1) == ["c.jpg"]  # several polling rescans later
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == ticks_before == 2, skipped
+
+
+def test_a_deleted_and_recreated_inbox_is_said_and_watched_again_at_once(
+        inbox: Path, tmp_path: Path, detector_factory: object, caplog: pytest.LogCaptureFixture) -> None:
+    """inotify's watch dies with the folder: the detector says so, and on its return sets a new watch and
+    rescans, so a file dropped then is offered in seconds, not at the 60 s rescan."""
+    caplog.set_level(logging.INFO, logger="edge_anime.watch")
+    det = detector_factory(detector="inotify")  # type: ignore[operator]
+    assert det.mode == "inotify"
+    shutil.rmtree(inbox)
+    _wait_for_log(caplog, f"inbox {inbox} is gone")
+    inbox.mkdir()
+    _wait_for_log(caplog, f"inbox {inbox} is back")
+    (tmp_path / "d.jpg").write_bytes(b"z")
+    os.replace(tmp_path / "d.jpg", inbox / "d.jpg")
+    assert _collect(det, 1) == ["d.jpg"]

@@ -72,12 +72,21 @@ class NameFilter:
             return False
         if any(self.ignored(p) for p in parts):
             return False
-        ext = parts[-1].rpartition(".")[2].lower()
-        return "." in parts[-1] and ext in self.extensions
+        return self.wanted_extension(parts[-1])
+
+    def wanted_extension(self, name: str) -> bool:
+        return "." in name and name.rpartition(".")[2].lower() in self.extensions
+
+    def unwanted(self, rel: str) -> bool:
+        """A file someone put there that will never be taken: not a temp or ignored name (those are uploads
+        in progress, quiet by design), but an extension outside ``watch.extensions``."""
+        parts = rel.split("/")
+        return not any(self.ignored(p) for p in parts) and not self.wanted_extension(parts[-1])
 
 
-def scan(inbox: Path, accept: NameFilter) -> Iterator[str]:
-    """Inbox names, lazily; folders are entered only in recursive mode and never through a symlink."""
+def scan(inbox: Path, accept: NameFilter, *, on_unwanted: Callable[[str], None] | None = None) -> Iterator[str]:
+    """Inbox names, lazily; folders are entered only in recursive mode and never through a symlink.
+    ``on_unwanted`` hears of the files that stay because of their extension (``NameFilter.unwanted``)."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -97,6 +106,8 @@ def scan(inbox: Path, accept: NameFilter) -> Iterator[str]:
                         stack.append(rel + "/")
                 elif accept.accepts(rel):
                     yield rel
+                elif on_unwanted is not None and accept.unwanted(rel):
+                    on_unwanted(rel)
 
 
 def filesystem_type(path: Path) -> str:
@@ -147,6 +158,8 @@ class Detector:
         self._overflow_hook: logging.Handler | None = None
         self.overflows = 0  # inotify queue overflows seen (each one triggers a rescan)
         self._events_lost = False
+        self._inbox_missing = False
+        self._unwanted_logged: set[str] = set()  # names already said to stay in the inbox (bounded)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -159,11 +172,15 @@ class Detector:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None:  # first: the thread may be setting a watch on a recreated inbox
+            self._thread.join(timeout=5)
+        self._stop_observer()
+
+    def _stop_observer(self) -> None:
         if self._observer is not None:
             self._observer.stop()  # type: ignore[attr-defined]
             self._observer.join(timeout=5)  # type: ignore[attr-defined]
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._observer = None
         if self._overflow_hook is not None:  # the logger is global: a reload's old detector must leave it
             _OVERFLOW_LOGGER.removeHandler(self._overflow_hook)
             self._overflow_hook = None
@@ -203,7 +220,8 @@ class Detector:
             from watchdog.observers.inotify import InotifyObserver  # noqa: F401  (Linux only)
         except ImportError as exc:
             if self.requested_mode == "inotify":
-                raise ConfigError(f"watch.detector: inotify is not available here ({exc}); use auto or polling")
+                raise ConfigError(f"watch.detector: inotify is not available here ({exc}); "
+                                  "use auto or polling") from None
             return "polling"
         return "inotify"
 
@@ -241,6 +259,8 @@ class Detector:
     def tick(self) -> None:
         """One round: take created-file events, continue or start a rescan, offer what settled."""
         now = self._clock()
+        if not self._inbox_present():
+            return
         if self._events_lost:
             self._events_lost = False
             self._tracked = {rel: (sig, since, min(settle_s, self.settle_seconds))
@@ -266,7 +286,7 @@ class Detector:
                                      or now - self._last_rescan > RESCAN_INTERVAL_SECONDS):
             self._rescan_requested = False
             self._last_rescan = now
-            self._rescan = scan(self.inbox, self.filter)
+            self._rescan = scan(self.inbox, self.filter, on_unwanted=self._say_unwanted)
         if self._rescan is not None:
             for rel in self._rescan:
                 self._track(rel, now)
@@ -275,6 +295,33 @@ class Detector:
             else:
                 self._rescan = None
         self._offer_settled(now)
+
+    def _inbox_present(self) -> bool:
+        """Say so when the inbox disappears (deleted, a share unmounted) and when it is back; an inotify watch
+        died with the old folder, so it is set on the new one and the inbox rescanned at once, instead of
+        waiting for the periodic rescan. The folder is not recreated here: under an unmounted share that would
+        be a local folder hiding the share's files."""
+        if self.inbox.is_dir():
+            if self._inbox_missing:
+                self._inbox_missing = False
+                log.warning("inbox %s is back: watching it again", self.inbox)
+                if self.mode == "inotify":
+                    self._stop_observer()
+                    self._start_inotify()
+                self._rescan, self._rescan_requested = None, True
+            return True
+        if not self._inbox_missing:
+            self._inbox_missing = True
+            log.warning("inbox %s is gone (deleted or unmounted): nothing can arrive until it is back; "
+                        "recreate it (or remount the share) and edge-anime takes it up again by itself", self.inbox)
+        return False
+
+    def _say_unwanted(self, rel: str) -> None:
+        if rel in self._unwanted_logged or len(self._unwanted_logged) >= MAX_TRACKED_FILES:
+            return
+        self._unwanted_logged.add(rel)
+        log.info("skipped %s: its extension is not in watch.extensions (%s); it stays in the inbox", rel,
+                 ", ".join(sorted(self.filter.extensions)))
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:
         with self._lock:
