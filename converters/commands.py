@@ -83,11 +83,15 @@ def run_convert(args: argparse.Namespace) -> int:
     )
     from edge_anime.models import load_model_info
 
-    manifest = load_model_info(folder).manifest
+    style = load_model_info(folder)
+    written = args.precision if args.precision in style.variant_names() else style.variant_names()[0]
+    manifest = style.with_variant(written).manifest  # the IR this run wrote, a variant or the default
     check = manifest["verification"]
     print(f"{folder}: {manifest['precision']} from {manifest['source']['kind']} {manifest['source']['file']}; "
           f"PSNR vs {check['reference']} min {check['psnr_db']['min']:.2f} dB, mean {check['psnr_db']['mean']:.2f} dB "
           f"(floor {check['floor_db']} dB); side by side: {folder / str(check['side_by_side'])}")
+    if len(style.variant_names()) > 1:
+        print(f"{folder}: variants {', '.join(style.variant_names())} (model.variant: auto measures which runs)")
     if "quantization" in manifest:
         q = manifest["quantization"]
         print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, ranges "

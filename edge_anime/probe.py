@@ -102,17 +102,20 @@ def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
     return DB_CAP if mse == 0 else min(DB_CAP, 10 * math.log10(255.0 ** 2 / mse))
 
 
-def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int, float]:
+def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int, float, np.ndarray]:
     """Keep ``engine.num_requests`` requests busy on ``picture`` for about ``seconds`` (at least one round
-    of requests); returns (inferences finished, wall seconds)."""
+    of requests); returns (inferences finished, wall seconds, one output picture)."""
     compiled = engine.compiled(*picture.shape[:2])
     queue = ov.AsyncInferQueue(compiled, engine.num_requests)
     tensor = {0: np.ascontiguousarray(picture)[None]}
     done = 0
+    kept: list[np.ndarray] = []
 
-    def finished(_request: ov.InferRequest, _userdata: Any) -> None:
+    def finished(request: ov.InferRequest, _userdata: Any) -> None:
         nonlocal done
         done += 1
+        if not kept:
+            kept.append(np.array(request.get_output_tensor(0).data[0], copy=True))
 
     queue.set_callback(finished)
     started = time.perf_counter()
@@ -121,7 +124,7 @@ def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int
         queue.start_async(tensor, share_inputs=True)  # blocks while every request is busy
         submitted += 1
     queue.wait_all()
-    return done, time.perf_counter() - started
+    return done, time.perf_counter() - started, kept[0]
 
 
 def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequence[Candidate],
@@ -131,6 +134,9 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
 
     Each candidate's engine is built once (compile, then one untimed round of requests: the first
     inference of a shape allocates and is not what a service sustains) and kept for its later rounds.
+    Every run is at least one round of requests, so at a size where one round outlasts ``seconds /
+    rounds`` (1024 px on 2 cores: ~10 s) a single timed run per candidate is made: the candidates then
+    differ by far more than the noise, and the first start does not take minutes.
     A bf16/f16 candidate's picture is compared with the same IR's at f32 (``psnr_vs_f32_db``), so the
     quality floor can count what the precision costs, not only what the IR's manifest says."""
     core = core if core is not None else ov.Core()
@@ -138,23 +144,26 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
     timings = {c: Timing(c) for c in candidates}
     engines: dict[Candidate, Engine] = {}
     outputs: dict[Candidate, np.ndarray] = {}
+    warm_s = 0.0
     for candidate in candidates:
         timing = timings[candidate]
         try:
             model = style.with_variant(candidate.variant)
             engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}),
                             core=core)
-            outputs[candidate] = engine.infer(picture)  # compiles the shape and runs its first inference
-            run_for(engine, picture, seconds=0.0)  # warm every request
+            _, wall, outputs[candidate] = run_for(engine, picture, seconds=0.0)  # compile, warm every request
         except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
             timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             continue
+        warm_s = max(warm_s, wall)
         timing.effective_precision = str(engine.effective.get("INFERENCE_PRECISION_HINT"))
         engines[candidate] = engine
+    if warm_s > seconds / max(1, rounds):
+        rounds = 1
     for index in range(rounds):
         order = list(engines) if index % 2 == 0 else list(reversed(engines))
         for candidate in order:
-            done, wall = run_for(engines[candidate], picture, seconds=seconds / rounds)
+            done, wall, _ = run_for(engines[candidate], picture, seconds=seconds / rounds)
             timing = timings[candidate]
             timing.runs_images_per_s.append(done / wall if wall > 0 else 0.0)
             timing.inferences += done

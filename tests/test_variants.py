@@ -216,3 +216,22 @@ def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path:
                             capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     rows = [line.split() for line in listed.stdout.splitlines()]
     assert ["randgen", "fp32", "*"] == rows[1][:3] and rows[2][0] == "fp16"
+
+
+def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Callable[..., Path]) -> None:
+    from edge_anime.choice import probe_shape
+
+    image = load_config(write_config({"image": {"max_side": 512}})).image
+    assert probe_shape(image, multiple=4) == (384, 512)  # a 4:3 landscape photo at max_side
+    fixed = image.model_copy(update={"resize": "fixed", "fixed": (500, 300)})
+    assert probe_shape(fixed, multiple=4) == (296, 496)  # image.multiple 8 rounds down
+    square = image.model_copy(update={"resize": "center_square", "center_square": 256})
+    assert probe_shape(square, multiple=4) == (256, 256)
+
+
+def test_a_precisions_loss_counts_against_the_floor() -> None:
+    from edge_anime.choice import combined_db
+
+    assert combined_db(40.0) == pytest.approx(40.0)
+    assert combined_db(35.0, 46.0) == pytest.approx(34.67, abs=0.01)  # INT8 at the floor, then bf16: under it
+    assert combined_db(75.8, 46.0) == pytest.approx(46.0, abs=0.01)
