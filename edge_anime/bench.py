@@ -109,7 +109,8 @@ def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path)
     system_pct = psutil.cpu_percent(None)
     cpu = (after.user - before.user) + (after.system - before.system)
     for job in jobs:
-        job.dst.unlink(missing_ok=True)
+        if job.dst is not None:
+            job.dst.unlink(missing_ok=True)
     return PassFigures(wall_s=wall, results=results, cpu_s=cpu, system_cpu_pct=system_pct)
 
 

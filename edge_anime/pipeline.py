@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import openvino as ov
+from PIL import Image
 
 from . import imaging
 from .config import Config
@@ -51,9 +52,14 @@ STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer
 
 @dataclass(frozen=True)
 class Job:
+    """One picture to stylize. From a file (``src``) or from bytes already in memory (``data``; ``src`` then
+    only names it in errors); to a file (``dst``, written with fsutil.write_atomic, its suffix picks the
+    format) or, with ``dst`` None, back to the caller as ``JobResult.image`` (the Python API)."""
+
     src: Path
-    dst: Path  # final output path, written with fsutil.write_atomic; its suffix picks the format
+    dst: Path | None
     tag: Any = None  # the caller's own data (the watch folder's claim record)
+    data: bytes | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -63,6 +69,7 @@ class JobResult:
     timings_s: dict[str, float]  # per stage, see STAGES; plus "total" (submit to done)
     in_size: tuple[int, int] | None = None  # (W, H) decoded
     out_size: tuple[int, int] | None = None  # (W, H) written
+    image: Image.Image | None = None  # the stylized picture, for a job without ``dst``
 
     @property
     def ok(self) -> bool:
@@ -80,6 +87,7 @@ class _Work:
     stylized: np.ndarray | None = None
     in_size: tuple[int, int] | None = None
     out_size: tuple[int, int] | None = None
+    image: Image.Image | None = None
     infer_started: float = 0.0
     queue_id: int = 0
 
@@ -176,7 +184,8 @@ class Pipeline:
     def _read_decode_plan(self, work: _Work) -> None:
         cfg = self.config
         start = time.perf_counter()
-        data = _read_whole(work.job.src)  # timed apart so the I/O layer shows; decode parses these bytes
+        # timed apart so the I/O layer shows; decode parses these bytes
+        data = work.job.data if work.job.data is not None else _read_whole(work.job.src)
         decoded_at = time.perf_counter()
         decoded = imaging.decode(work.job.src, cfg.image, data=data)
         del data
@@ -266,15 +275,20 @@ class Pipeline:
             start = time.perf_counter()
             assert work.stylized is not None
             image = imaging.finish(work.stylized, work.planned, cfg.image)
-            suffix = work.job.dst.suffix.lstrip(".").lower()
-            ext = suffix if suffix in FORMAT_BY_EXT else "jpg"
-            data = imaging.encode(image, work.planned, cfg.output, ext=ext)
-            encoded_at = time.perf_counter()
             work.out_size = image.size
             work.stylized = None
-            _write(work.job.dst, data)
-            work.timings["encode"] = encoded_at - start
-            work.timings["write"] = time.perf_counter() - encoded_at
+            dst = work.job.dst
+            if dst is None:  # the caller takes the picture itself (the Python API): nothing to encode
+                work.image = image
+                work.timings["encode"] = time.perf_counter() - start
+            else:
+                suffix = dst.suffix.lstrip(".").lower()
+                ext = suffix if suffix in FORMAT_BY_EXT else "jpg"
+                data = imaging.encode(image, work.planned, cfg.output, ext=ext)
+                encoded_at = time.perf_counter()
+                _write(dst, data)
+                work.timings["encode"] = encoded_at - start
+                work.timings["write"] = time.perf_counter() - encoded_at
         except BaseException as exc:  # noqa: BLE001
             self._finish(work, exc)
             return
@@ -289,8 +303,8 @@ class Pipeline:
         work.timings["total"] = time.perf_counter() - work.submitted
         out_size = work.out_size if error is None else None
         result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
-                           out_size=out_size)
-        work.planned = work.stylized = None
+                           out_size=out_size, image=work.image if error is None else None)
+        work.planned = work.stylized = work.image = None
         try:
             self._on_done(result)
         except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)

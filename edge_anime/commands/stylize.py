@@ -31,7 +31,6 @@ from ..fsutil import is_temp_name
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..models import ModelInfo
     from ..pipeline import Job, JobResult
 
 @dataclass(frozen=True)
@@ -121,13 +120,13 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
     return path
 
 
-def _stylize_all(model: ModelInfo, config: Config, jobs: list[Job], *, progress: bool) -> list[JobResult]:
-    """The one place that runs the jobs: the shared pipeline (decode threads, async inference, encoders)."""
-    from ..engine import Engine
-    from ..pipeline import run_jobs
+def _stylize_all(config: Config, jobs: list[Job], *, progress: bool) -> list[JobResult]:
+    """The one core every entry point runs on (``Stylizer``: the variant chosen for this box, the shared
+    pipeline of decode threads, async inference and encoders)."""
+    from ..stylizer import Stylizer
 
-    engine = Engine(model, config.device)
-    return run_jobs(engine, config, jobs, progress=progress)
+    with Stylizer(config) as stylizer:
+        return stylizer.run_jobs(jobs, progress=progress)
 
 
 def _describe_failure(result: JobResult) -> tuple[str, bool]:
@@ -166,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         dst = output_path(source, out_dir, config, style=model.style, taken=taken)
         dst.parent.mkdir(parents=True, exist_ok=True)
         jobs.append(Job(src=source.path, dst=dst))
-    results = _stylize_all(model, config, jobs, progress=not args.quiet and sys.stderr.isatty()) if jobs else []
+    results = _stylize_all(config, jobs, progress=not args.quiet and sys.stderr.isatty()) if jobs else []
     failures = list(problems)
     bugs = 0
     for result in results:
