@@ -160,6 +160,20 @@ def test_exif_orientation_matches_exif_transpose(tmp_path: Path, orientation: in
     assert exif[0x0112] == 1 and exif[0x010F] == "TestCam"
 
 
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_a_tiffs_orientation_tag_is_applied_too(tmp_path: Path, orientation: int) -> None:
+    """Pillow turns a TIFF upright while loading it; the decoded size must follow the pixels (a portrait TIFF
+    was planned, and resized, as landscape when its tag was missed before loading)."""
+    jpeg = _oriented_jpeg(tmp_path / "o.jpg", orientation)
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(jpeg)).convert("RGB"))
+    path = tmp_path / f"o{orientation}.tif"
+    with Image.open(jpeg) as stored:  # a fresh open: exif_transpose edits the EXIF of the image it is given
+        stored.save(path, compression=None, exif=stored.getexif())
+    decoded = decode(path, KEEP)
+    assert np.array_equal(decoded.rgb, expected)
+    assert decoded.original_size == (expected.shape[1], expected.shape[0])
+
+
 def test_orientation_can_be_left_to_the_viewer(tmp_path: Path) -> None:
     path = _oriented_jpeg(tmp_path / "o6.jpg", 6)
     d = decode(path, ImageSection(resize="keep", apply_exif_orientation=False))

@@ -161,6 +161,12 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
             if orientation != 1:
                 ImageOps.exif_transpose(im, in_place=True)
             source_format = im.format or "unknown"
+            if source_format not in DRAFT_FORMATS:
+                # Only a JPEG can be drafted smaller, so elsewhere the loaded picture is the original size.
+                # Taken from the pixels, not the header: Pillow turns a TIFF upright while loading it (its
+                # Orientation tag is then gone), and a tag the header read missed must not make the plan
+                # resize a portrait picture to landscape.
+                original = im.size
             rgb_image, alpha_image, icc = to_rgb_alpha(im, label=str(path))
     except (InputError, TransientError):
         raise
