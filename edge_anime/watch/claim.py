@@ -6,7 +6,8 @@ Layout (one folder per claim, so one rename moves a claim with everything that b
     work/<worker_id>/.lock                    flock held for the worker's whole life
     work/<worker_id>/<token>/in/<rel>         the input, renamed here from inbox/<rel>
     work/<worker_id>/<token>/claim.json       rel, chosen dst, attempts, failure (written before submit)
-    work/.names/<sha1 of dst rel>             output-name reservation (O_EXCL), content "<worker>/<token>"
+    work/.names/<sha1 of dst rel>             output-name reservation (O_EXCL), content "<token>" (the
+                                              claim's, which adoption keeps: the worker is not part of it)
 
 - Taking a file is ``rename(inbox/rel, work/me/token/in/rel)``: of several workers (or boxes on one share)
   exactly one rename succeeds; the others get ENOENT and move on.
