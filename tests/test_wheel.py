@@ -8,6 +8,7 @@ One module-scoped venv serves every test here; the test that damages the install
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -186,6 +187,16 @@ def test_watch_folder_with_only_a_root_turns_one_photo_into_one_output(installed
     assert proc.returncode == 0, output
     assert [p.name for p in (root / "outbox").iterdir()] == ["drop_toon.jpg"]
     assert list((root / "inbox").iterdir()) == [] and list((root / "failed").iterdir()) == []
+
+
+def test_the_python_api_example_runs_from_the_wheel(installed: Installed, empty: Path) -> None:
+    """docs/api.md's example, as written, with only the wheel installed (the bundled style, no checkout)."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=empty, env=installed.env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "('toon',)" and (empty / "out_toon.png").is_file()
 
 
 def test_a_damaged_bundled_style_is_a_clear_error(installed: Installed, empty: Path) -> None:
