@@ -127,6 +127,12 @@ def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int
     return done, time.perf_counter() - started, kept[0]
 
 
+def _record(timing: Timing, done: int, wall: float) -> None:
+    timing.runs_images_per_s.append(done / wall if wall > 0 else 0.0)
+    timing.inferences += done
+    timing.seconds += wall
+
+
 def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequence[Candidate],
                        shape_hw: tuple[int, int], *, seconds: float = DEFAULT_SECONDS,
                        rounds: int = DEFAULT_ROUNDS, core: ov.Core | None = None) -> list[Timing]:
@@ -134,17 +140,17 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
 
     Each candidate's engine is built once (compile, then one untimed round of requests: the first
     inference of a shape allocates and is not what a service sustains) and kept for its later rounds.
-    Every run is at least one round of requests, so at a size where one round outlasts ``seconds /
-    rounds`` (1024 px on 2 cores: ~10 s) a single timed run per candidate is made: the candidates then
-    differ by far more than the noise, and the first start does not take minutes.
+    Every run is at least one round of requests, so a candidate whose round outlasts ``seconds / rounds``
+    (1024 px on 2 cores: ~10 s) gets one timed run, made at once, and its engine is dropped before the
+    next is built: candidates that slow differ by far more than the noise, the first start does not take
+    minutes, and only one candidate's activations are alive at a time.
     A bf16/f16 candidate's picture is compared with the same IR's at f32 (``psnr_vs_f32_db``), so the
     quality floor can count what the precision costs, not only what the IR's manifest says."""
     core = core if core is not None else ov.Core()
     picture = probe_picture(*shape_hw)
     timings = {c: Timing(c) for c in candidates}
-    engines: dict[Candidate, Engine] = {}
+    engines: dict[Candidate, Engine] = {}  # kept for the alternating rounds
     outputs: dict[Candidate, np.ndarray] = {}
-    warm_s = 0.0
     for candidate in candidates:
         timing = timings[candidate]
         try:
@@ -155,19 +161,18 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
         except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
             timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             continue
-        warm_s = max(warm_s, wall)
         timing.effective_precision = str(engine.effective.get("INFERENCE_PRECISION_HINT"))
-        engines[candidate] = engine
-    if warm_s > seconds / max(1, rounds):
-        rounds = 1
+        if wall > seconds / max(1, rounds):
+            # One round outlasts a run's share: time it once now and let its memory go (at 1024 px each
+            # stream holds ~1 GB of f32 activations; several candidates alive at once would not fit a box).
+            _record(timing, *run_for(engine, picture, seconds=0.0)[:2])
+            del engine
+        else:
+            engines[candidate] = engine
     for index in range(rounds):
         order = list(engines) if index % 2 == 0 else list(reversed(engines))
         for candidate in order:
-            done, wall, _ = run_for(engines[candidate], picture, seconds=seconds / rounds)
-            timing = timings[candidate]
-            timing.runs_images_per_s.append(done / wall if wall > 0 else 0.0)
-            timing.inferences += done
-            timing.seconds += wall
+            _record(timings[candidate], *run_for(engines[candidate], picture, seconds=seconds / rounds)[:2])
     for candidate, output in outputs.items():
         reference = outputs.get(Candidate(candidate.variant, "f32"))
         if candidate.precision != "f32" and reference is not None:
