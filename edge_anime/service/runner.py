@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import Config, is_loopback, load_config
 from ..errors import ConfigError, UserError
-from ..models import ModelInfo, resolve_model
+from ..models import ModelInfo
 from ..naming import UnsafeNameError, check_style
 from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
@@ -137,10 +137,11 @@ class Service:
             pinger.join()
 
     def _load_engine(self, config: Config) -> tuple[ModelInfo, Any]:
-        from ..engine import Engine
+        """The style's variant and precision chosen for this box (measured once, then cached), compiled: the
+        same choice as stylize and the Python API. Engine turns OpenVINO's errors into ModelError."""
+        from ..choice import open_engine
 
-        model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
-        return model, Engine(model, config.device)  # Engine turns OpenVINO's errors into ModelError
+        return open_engine(config)
 
     def _new_pipeline(self, config: Config) -> Any:
         from ..pipeline import Pipeline
