@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from edge_anime.config import WatchSection
+from edge_anime.inputs import InputFilter
 from edge_anime.watch.detect import (
     CREATED_SETTLE_SECONDS,
     MAX_TRACKED_FILES,
     READY_QUEUE_SIZE,
     Detector,
-    NameFilter,
     scan,
 )
 
@@ -64,15 +64,15 @@ def _collect(det: Detector, want: int, *, deadline_s: float = DEADLINE_SECONDS) 
 
 
 def test_name_filter_ignores_temp_and_partial_names() -> None:
-    f = NameFilter(_watch())
+    f = InputFilter(_watch())
     for name in [".a.jpg.Xy12Ab", "a.jpg.part", "a.tmp", "a.jpg.crdownload", "~$a.jpg", ".edge-anime-tmp-1-a.jpg",
                  "notes.txt", "noext"]:
         assert not f.accepts(name), name
     for name in ["a.jpg", "B.JPEG", "c d.png", "ü\nx.webp"]:
         assert f.accepts(name), name
     assert not f.accepts("sub/a.jpg")
-    assert NameFilter(_watch(recursive=True)).accepts("sub/a.jpg")
-    assert not NameFilter(_watch(recursive=True)).accepts(".hidden/a.jpg")
+    assert InputFilter(_watch(recursive=True)).accepts("sub/a.jpg")
+    assert not InputFilter(_watch(recursive=True)).accepts(".hidden/a.jpg")
 
 
 def test_scan_skips_folders_and_enters_them_only_when_recursive(inbox: Path) -> None:
@@ -80,8 +80,8 @@ def test_scan_skips_folders_and_enters_them_only_when_recursive(inbox: Path) -> 
     (inbox / "x.jpg" / "in.jpg").write_bytes(b"1")
     (inbox / "a.jpg").write_bytes(b"1")
     os.symlink("/etc", inbox / "etc.jpg")
-    assert sorted(scan(inbox, NameFilter(_watch()))) == ["a.jpg", "etc.jpg"]
-    assert sorted(scan(inbox, NameFilter(_watch(recursive=True)))) == ["a.jpg", "etc.jpg", "x.jpg/in.jpg"]
+    assert sorted(scan(inbox, InputFilter(_watch()))) == ["a.jpg", "etc.jpg"]
+    assert sorted(scan(inbox, InputFilter(_watch(recursive=True)))) == ["a.jpg", "etc.jpg", "x.jpg/in.jpg"]
 
 
 @pytest.mark.parametrize("mode", ["polling", "auto"])

@@ -12,7 +12,7 @@ import glob
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from ..errors import (
     ModelError,
     TransientError,
 )
-from ..fsutil import is_temp_name
+from ..inputs import InputFilter
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -55,41 +55,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
-def _accepts(path: Path, extensions: frozenset[str]) -> bool:
-    name = path.name
-    return (not name.startswith(".") and not is_temp_name(name)
-            and path.suffix.lower().lstrip(".") in extensions and path.is_file())
-
-
-def _folder_sources(folder: Path, *, recursive: bool, extensions: frozenset[str]) -> list[Source]:
-    found = folder.rglob("*") if recursive else folder.iterdir()
-    return [Source(p, p.parent.relative_to(folder)) for p in sorted(found) if _accepts(p, extensions)]
+def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter) -> list[Source]:
+    return [Source(p, p.parent.relative_to(folder)) for p in accept.files_in(folder, recursive=recursive)]
 
 
 def collect_sources(inputs: Sequence[str], *, recursive: bool,
-                    extensions: Iterable[str]) -> tuple[list[Source], list[str]]:
+                    accept: InputFilter) -> tuple[list[Source], list[str]]:
     """Expand the command line into files (each once), plus one problem line per input that named nothing.
 
     A file named explicitly is always tried, whatever its extension: decode says whether it is an image.
-    Folders and globs take only files with one of ``watch.extensions``, skipping hidden and temp files.
+    Folders and globs take what the watch folder would take (``inputs.InputFilter``: ``watch.extensions``,
+    no ignored or temp names).
     """
-    exts = frozenset(e.lower().lstrip(".") for e in extensions)
     sources: list[Source] = []
     problems: list[str] = []
     for text in inputs:
         path = Path(text)
         if path.is_dir():
-            sources += _folder_sources(path, recursive=recursive, extensions=exts)
+            sources += _folder_sources(path, recursive=recursive, accept=accept)
         elif path.is_file():
             sources.append(Source(path))
         elif os.path.lexists(path):
             problems.append(f"{path}: not a regular file")
         elif glob.has_magic(text):
             matches = [Path(m) for m in sorted(glob.glob(text, recursive=recursive))]
-            files = [Source(m) for m in matches if _accepts(m, exts)]
+            files = [Source(m) for m in matches if m.is_file() and accept.accepts(m.name)]
             folders = [m for m in matches if m.is_dir()]
             for folder in folders:
-                files += _folder_sources(folder, recursive=recursive, extensions=exts)
+                files += _folder_sources(folder, recursive=recursive, accept=accept)
             if not files:
                 problems.append(f"{text}: no image file matches")
             sources += files
@@ -151,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         naming.check_style(config.output.name_template, model.style)
     except naming.UnsafeNameError as exc:
         raise ModelError(str(exc)) from None
-    sources, problems = collect_sources(args.inputs, recursive=args.recursive, extensions=config.watch.extensions)
+    sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=InputFilter(config.watch))
     out_dir: Path = args.output
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,6 @@ is the only test that counts.
 """
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import queue
@@ -37,7 +36,7 @@ from watchdog.events import (
 
 from ..config import WatchSection
 from ..errors import ConfigError
-from ..fsutil import is_temp_name
+from ..inputs import InputFilter
 
 log = logging.getLogger("edge_anime.watch")
 _OVERFLOW_LOGGER = logging.getLogger("watchdog.observers.inotify_c")  # where watchdog reports an overflow
@@ -55,38 +54,9 @@ Skip = Callable[[str, os.stat_result], bool]
 Signature = tuple[int, int, int]
 
 
-class NameFilter:
-    """Which inbox names may be taken: not ignored, a wanted extension, not our own temp files."""
-
-    def __init__(self, watch: WatchSection) -> None:
-        self.patterns = list(watch.ignore_patterns)
-        self.extensions = {e.lower().lstrip(".") for e in watch.extensions}
-        self.recursive = watch.recursive
-
-    def ignored(self, name: str) -> bool:
-        return is_temp_name(name) or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
-
-    def accepts(self, rel: str) -> bool:
-        parts = rel.split("/")
-        if len(parts) > 1 and not self.recursive:
-            return False
-        if any(self.ignored(p) for p in parts):
-            return False
-        return self.wanted_extension(parts[-1])
-
-    def wanted_extension(self, name: str) -> bool:
-        return "." in name and name.rpartition(".")[2].lower() in self.extensions
-
-    def unwanted(self, rel: str) -> bool:
-        """A file someone put there that will never be taken: not a temp or ignored name (those are uploads
-        in progress, quiet by design), but an extension outside ``watch.extensions``."""
-        parts = rel.split("/")
-        return not any(self.ignored(p) for p in parts) and not self.wanted_extension(parts[-1])
-
-
-def scan(inbox: Path, accept: NameFilter, *, on_unwanted: Callable[[str], None] | None = None) -> Iterator[str]:
+def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Callable[[str], None] | None = None) -> Iterator[str]:
     """Inbox names, lazily; folders are entered only in recursive mode and never through a symlink.
-    ``on_unwanted`` hears of the files that stay because of their extension (``NameFilter.unwanted``)."""
+    ``on_unwanted`` hears of the files that stay because of their extension (``InputFilter.unwanted``)."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -134,7 +104,7 @@ class Detector:
     def __init__(self, inbox: Path, watch: WatchSection, *, skip: Skip | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.inbox = inbox
-        self.filter = NameFilter(watch)
+        self.filter = InputFilter(watch)
         self.settle_seconds = watch.settle_seconds
         self.poll_interval_seconds = max(watch.poll_interval_seconds, 0.01)
         self.requested_mode = watch.detector

@@ -1,0 +1,63 @@
+"""Which files are inputs: one rule for the watch folder, ``stylize`` and ``bench``.
+
+A name is taken when it has one of ``watch.extensions`` and neither it nor a folder on its way matches
+``watch.ignore_patterns`` (hidden files, ``.part``, ``.crdownload``... uploads still in progress) or is one
+of edge-anime's own temp names. Before this, bench counted hidden and temp files that stylize skipped and
+the watch folder never took. A file named explicitly on stylize's command line is the exception: the person
+asked for it, so the decoder decides.
+"""
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from .config import WatchSection
+from .fsutil import is_temp_name
+
+
+class InputFilter:
+    """Which names may be taken (``watch`` config): not ignored, a wanted extension, not our own temp files."""
+
+    def __init__(self, watch: WatchSection) -> None:
+        self.patterns = list(watch.ignore_patterns)
+        self.extensions = {e.lower().lstrip(".") for e in watch.extensions}
+        self.recursive = watch.recursive
+
+    def ignored(self, name: str) -> bool:
+        return is_temp_name(name) or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    def accepts(self, rel: str, *, recursive: bool | None = None) -> bool:
+        """``rel``: a path relative to the folder searched, '/'-separated; ``recursive`` overrides the
+        config's ``watch.recursive`` (stylize's ``-r``)."""
+        parts = rel.split("/")
+        if len(parts) > 1 and not (self.recursive if recursive is None else recursive):
+            return False
+        if any(self.ignored(p) for p in parts):
+            return False
+        return self.wanted_extension(parts[-1])
+
+    def wanted_extension(self, name: str) -> bool:
+        return "." in name and name.rpartition(".")[2].lower() in self.extensions
+
+    def unwanted(self, rel: str) -> bool:
+        """A file someone put there that will never be taken: not a temp or ignored name (those are uploads
+        in progress, quiet by design), but an extension outside ``watch.extensions``."""
+        parts = rel.split("/")
+        return not any(self.ignored(p) for p in parts) and not self.wanted_extension(parts[-1])
+
+    def files_in(self, folder: Path, *, recursive: bool | None = None) -> list[Path]:
+        """The input files under ``folder`` (sub-folders only when recursive), sorted for repeatable runs;
+        folders are never entered through a symlink, as in the watch folder's scan."""
+        deep = self.recursive if recursive is None else recursive
+        found: list[Path] = []
+        stack = [folder]
+        while stack:
+            current = stack.pop()
+            for entry in sorted(current.iterdir()):
+                rel = entry.relative_to(folder).as_posix()
+                if entry.is_dir() and not entry.is_symlink():
+                    if deep and not self.ignored(entry.name):
+                        stack.append(entry)
+                elif entry.is_file() and self.accepts(rel, recursive=deep):
+                    found.append(entry)
+        return sorted(found)

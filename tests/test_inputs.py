@@ -1,0 +1,42 @@
+"""One rule for which files are inputs (edge_anime.inputs): the watch folder's scan, stylize's folders and
+globs, and bench's folder take the same names from the same folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from edge_anime.commands.stylize import collect_sources
+from edge_anime.config import WatchSection
+from edge_anime.inputs import InputFilter
+from edge_anime.watch.detect import scan
+
+NAMES = ["a.jpg", "B.PNG", ".hidden.jpg", "c.jpg.part", "d.crdownload", "~$e.jpg", "f.gif", "noext",
+         "sub/g.jpg", ".git/h.jpg"]
+
+
+def _tree(root: Path) -> Path:
+    for name in NAMES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+    (root / "linked").symlink_to(root / "sub")  # never entered: a link can lead out of the folder
+    return root
+
+
+def test_the_watch_folder_stylize_and_files_in_agree(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "in")
+    for recursive, expected in ((False, ["B.PNG", "a.jpg"]), (True, ["B.PNG", "a.jpg", "sub/g.jpg"])):
+        accept = InputFilter(WatchSection(recursive=recursive))
+        watched = sorted(scan(root, accept))
+        listed = [p.relative_to(root).as_posix() for p in accept.files_in(root)]
+        sources, problems = collect_sources([str(root)], recursive=recursive, accept=accept)
+        stylized = sorted(s.path.relative_to(root).as_posix() for s in sources)
+        assert watched == listed == stylized == expected, recursive
+        assert problems == []
+
+
+def test_a_glob_takes_what_a_folder_would_and_a_named_file_is_always_tried(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "in")
+    accept = InputFilter(WatchSection())
+    sources, _ = collect_sources([str(root / "*.*")], recursive=False, accept=accept)
+    assert sorted(s.path.name for s in sources) == ["B.PNG", "a.jpg"]
+    named, problems = collect_sources([str(root / "f.gif")], recursive=False, accept=accept)
+    assert [s.path.name for s in named] == ["f.gif"] and problems == []
