@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 from .locations import bundled_config_path, bundled_models_dir, default_locations
@@ -66,6 +75,17 @@ def _size_wxh(value: Any) -> Any:
     raise ValueError('expected a size "WxH" such as "512x384"')
 
 
+def _ip_host(value: str) -> str:
+    """Bind addresses are IP literals (or localhost): a name would need DNS at start and could move."""
+    if value != "localhost":
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError("expected an IP address such as 127.0.0.1 (or localhost)") from None
+    return value
+
+
+IpHost = Annotated[str, AfterValidator(_ip_host)]
 AutoInt1 = Annotated[int | Literal["auto"], _auto_or_int(1)]
 AutoBool = Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_bool)]
 SizeWxH = Annotated[tuple[int, int], BeforeValidator(_size_wxh)]
@@ -206,20 +226,10 @@ class WatchSection(_Section):
 
 class MetricsSection(_Section):
     enabled: bool = False
-    host: str = "127.0.0.1"
+    host: IpHost = "127.0.0.1"
     port: int = Field(default=9464, ge=1, le=65535)
     # The metrics name no files but show what the box does; another machine reads them only when asked for.
     allow_remote: bool = False
-
-    @field_validator("host")
-    @classmethod
-    def _ip_literal(cls, value: str) -> str:
-        if value != "localhost":
-            try:
-                ipaddress.ip_address(value)
-            except ValueError:
-                raise ValueError("expected an IP address such as 127.0.0.1 (or localhost)") from None
-        return value
 
     @model_validator(mode="after")
     def _remote_needs_opt_in(self) -> MetricsSection:
@@ -237,6 +247,25 @@ class ServiceSection(_Section):
     metrics: MetricsSection = MetricsSection()
 
 
+class HttpSection(_Section):
+    """`edge-anime serve`: the HTTP API and upload page (edge_anime/http/)."""
+
+    host: IpHost = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    max_body_mb: float = Field(default=25.0, gt=0, le=1024)  # 413 above this, checked before reading on
+    max_queue: int = Field(default=8, ge=1, le=1024)  # requests waiting for the engine; 503 + Retry-After past it
+    request_timeout_seconds: Seconds = 60.0  # 504 past this, the job is left to finish in the background
+    auth_token_file: PathField | None = None  # a file holding the Bearer token clients must send
+    allow_unauthenticated: bool = False  # the explicit opt-in for a non-loopback host without a token
+
+    @model_validator(mode="after")
+    def _remote_needs_auth(self) -> HttpSection:
+        if not is_loopback(self.host) and self.auth_token_file is None and not self.allow_unauthenticated:
+            raise ValueError(f"host {self.host} is reachable from other machines; set http.auth_token_file (a "
+                             "Bearer token) or, knowingly, http.allow_unauthenticated: true")
+        return self
+
+
 class Config(_Section):
     model: ModelSection = ModelSection()
     device: DeviceSection = DeviceSection()
@@ -245,6 +274,7 @@ class Config(_Section):
     pipeline: PipelineSection = PipelineSection()
     watch: WatchSection = WatchSection()
     service: ServiceSection = ServiceSection()
+    http: HttpSection = HttpSection()
     source: PathField | None = Field(default=None, exclude=True)  # the file this came from
 
     def status_file(self) -> Path:
@@ -257,6 +287,7 @@ _PATH_KEYS: dict[str, tuple[str, ...]] = {
     "device": ("cache_dir",),
     "watch": ("root", "inbox", "work", "outbox", "done", "failed"),
     "service": ("status_file",),
+    "http": ("auth_token_file",),
 }
 
 

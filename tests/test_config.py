@@ -68,6 +68,11 @@ def _error(raw: Any) -> str:
     # a non-loopback metrics address needs the opt-in (item 9)
     ({"service": {"metrics": {"host": "0.0.0.0"}}},
      "service.metrics: host 0.0.0.0 is reachable from other machines; set service.metrics.allow_remote: true"),
+    # the HTTP service: loopback unless authenticated or knowingly open
+    ({"http": {"host": "0.0.0.0"}},
+     "http: host 0.0.0.0 is reachable from other machines; set http.auth_token_file (a Bearer token) or"),
+    ({"http": {"host": "box.local"}}, "http.host: expected an IP address such as 127.0.0.1 (or localhost)"),
+    ({"http": {"max_queue": 0}}, "http.max_queue: expected greater than or equal to 1"),
     # the document itself
     (["model", "device"], "expected a mapping of sections, got list"),
 ])
@@ -206,7 +211,7 @@ def test_show_fills_in_defaults(write_config: Callable[..., Path], capsys: pytes
     shown = yaml.safe_load(capsys.readouterr().out)
     assert shown["image"]["max_side"] == 300 and shown["image"]["memory_budget_mb"] == 1024
     assert shown["output"]["name_template"] == "{stem}_{style}.{ext}" and shown["watch"]["retry"]["max_attempts"] == 10
-    assert set(shown) == {"model", "device", "image", "output", "pipeline", "watch", "service"}
+    assert set(shown) == {"model", "device", "image", "output", "pipeline", "watch", "service", "http"}
     # what show prints is itself a valid config that means the same
     assert parse_config(shown, base_dir=path.parent) == load_config(path).model_copy(update={"source": None})
 
