@@ -64,13 +64,23 @@ class Stylizer:
         """The styles this Stylizer serves; the first is the default."""
         return (self.model.style,)
 
+    @property
+    def max_in_flight(self) -> int:
+        """Pictures the pipeline works on at once; a caller queueing more only waits (the HTTP admission)."""
+        return self._pipeline.max_in_flight
+
     def stylize(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> Image.Image:
         """One picture in (PIL image, encoded bytes, or a file path), the stylized PIL image out (RGB, or RGBA
         when the input had transparency), at the size the config's image policy gives."""
-        self._check_style(style)
-        result = self._submit(_job_for(image, tag=Future()), timeout=timeout)
+        result = self.run(image, style=style, timeout=timeout)
         assert result.image is not None
         return result.image
+
+    def run(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> JobResult:
+        """``stylize`` with the whole result: the picture in ``image``, the seconds per stage in ``timings_s``
+        (the HTTP service's Server-Timing), the decoded and output sizes. Raises as ``stylize`` does."""
+        self._check_style(style)
+        return self._submit(_job_for(image, tag=Future()), timeout=timeout)
 
     def run_jobs(self, jobs: Iterable[Job], *, progress: bool = False) -> list[JobResult]:
         """File jobs (``stylize``'s batch): every job's result, in order, failures included, never raised.

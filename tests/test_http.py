@@ -1,0 +1,184 @@
+"""`edge-anime serve` as a real process on a loopback port, driven by a real HTTP client (urllib): every
+status code from a real request, a burst against a small queue, SIGTERM with requests in flight, the page."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from conftest import synthetic_photo
+
+pytest.importorskip("starlette")
+pytestmark = pytest.mark.slow
+
+READY_DEADLINE_SECONDS = 120.0
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    url: str
+    log: Path
+
+    def request(self, path: str, *, data: bytes | None = None, content_type: str | None = None,
+                timeout: float = 60, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET")
+        if content_type:
+            request.add_header("Content-Type", content_type)
+        for key, value in (headers or {}).items():
+            request.add_header(key, value)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def serve(write_config: Callable[..., Path], tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def start(http: dict[str, object] | None = None, **sections: dict[str, object]) -> Server:
+        port = _free_port()
+        config = write_config({"http": {"port": port, **(http or {})},
+                               "device": {"inference_precision": "f32"}, **sections})
+        log = tmp_path / f"serve-{port}.log"
+        proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--config", str(config)],
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
+        server = Server(proc, f"http://127.0.0.1:{port}", log)
+        started.append(server)
+        end = time.monotonic() + READY_DEADLINE_SECONDS
+        while time.monotonic() < end:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if server.request("/readyz", timeout=2)[0] == 200:
+                    return server
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"not ready within {READY_DEADLINE_SECONDS} s: {log.read_text()}")
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+def _jpeg(width: int = 96, height: int = 64, seed: int = 0) -> bytes:
+    buffer = io.BytesIO()
+    synthetic_photo(width, height, seed=seed).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def _json(body: bytes) -> dict[str, str]:
+    data = json.loads(body)
+    assert set(data) == {"error", "detail"}, data
+    return data  # type: ignore[no-any-return]
+
+
+def test_every_answer_from_a_real_request(serve: Callable[..., Server]) -> None:
+    server = serve({"max_body_mb": 0.05}, image={"max_pixels": 20_000, "resize": "max_side", "max_side": 128})
+    status, headers, body = server.request("/v1/stylize?format=png", data=_jpeg(), content_type="image/jpeg")
+    assert status == 200 and headers["content-type"] == "image/png", body[:200]
+    assert Image.open(io.BytesIO(body)).size == (96, 64) and "infer;dur=" in headers["server-timing"]
+    assert server.request("/v1/styles")[2] == b'{"styles":["randgen"],"default":"randgen"}'
+    assert server.request("/healthz")[0] == 200
+    cases = [
+        (b"not a picture at all", "image/jpeg", "", 400),
+        (_jpeg(), "image/jpeg", "?style=paprika", 404),
+        (os.urandom(60_000), "image/jpeg", "", 413),
+        (b"hello", "text/plain", "", 415),
+        (_jpeg(200, 150), "image/jpeg", "", 422),  # 30,000 pixels: refused from the header
+        (_jpeg(), "image/jpeg", "?format=gif", 400),
+    ]
+    for data, kind, query, expected in cases:
+        status, headers, body = server.request("/v1/stylize" + query, data=data, content_type=kind)
+        assert status == expected, (expected, body)
+        assert headers["content-type"] == "application/json" and _json(body)["detail"]
+    assert server.request("/nowhere")[0] == 404
+    metrics = server.request("/metrics")[2].decode()
+    assert 'edge_anime_http_requests_total{route="stylize",status="413"} 1.0' in metrics
+    page = server.request("/")[2].decode()
+    assert "<title>edge-anime</title>" in page and "/v1/stylize" in page
+    assert "http://" not in page and "https://" not in page and "//" + "cdn" not in page  # nothing from outside
+
+
+def test_multipart_upload_and_a_timeout(serve: Callable[..., Server]) -> None:
+    server = serve({"request_timeout_seconds": 0.001})
+    boundary = "edgeanimeboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"../../etc/x.jpg\"\r\n"
+            f"Content-Type: image/jpeg\r\n\r\n").encode() + _jpeg() + f"\r\n--{boundary}--\r\n".encode()
+    status, _, answer = server.request("/v1/stylize", data=body,
+                                       content_type=f"multipart/form-data; boundary={boundary}")
+    assert status == 504 and "request_timeout_seconds" in _json(answer)["detail"]
+
+
+def test_a_burst_gets_only_200_and_503_then_all_200(serve: Callable[..., Server]) -> None:
+    server = serve({"max_queue": 1}, pipeline={"max_in_flight": 1})
+    photo = _jpeg(128, 96)
+    statuses: list[int] = []
+    retry_after: list[str] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        status, headers, _ = server.request("/v1/stylize", data=photo, content_type="image/jpeg", timeout=120)
+        with lock:
+            statuses.append(status)
+            if status == 503:
+                retry_after.append(headers.get("retry-after", ""))
+
+    threads = [threading.Thread(target=client) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    assert len(statuses) == 12 and set(statuses) <= {200, 503} and 200 in statuses, statuses
+    assert 503 in statuses and all(value.isdigit() for value in retry_after)
+    for _ in range(3):  # the burst is over: nothing is left holding a slot
+        assert server.request("/v1/stylize", data=photo, content_type="image/jpeg")[0] == 200
+
+
+def test_sigterm_finishes_the_requests_in_flight_and_exits_0(serve: Callable[..., Server]) -> None:
+    server = serve({"max_queue": 16}, image={"resize": "keep"})
+    photo = _jpeg(320, 240)
+    statuses: list[int] = []
+
+    def client(seed: int) -> None:
+        statuses.append(server.request("/v1/stylize", data=photo, content_type="image/jpeg", timeout=120)[0])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    end = time.monotonic() + 60
+    while time.monotonic() < end:  # all eight admitted to the engine, none answered yet: in flight
+        metrics = server.request("/metrics")[2].decode()
+        if "edge_anime_http_in_flight 8.0" in metrics:
+            break
+    else:
+        raise AssertionError("the eight requests never were in flight together")
+    server.proc.send_signal(signal.SIGTERM)
+    for thread in threads:
+        thread.join(timeout=120)
+    assert server.proc.wait(timeout=60) == 0, server.log.read_text()
+    assert statuses == [200] * 8, statuses
