@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -182,3 +183,50 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(serve: Callable[...
         thread.join(timeout=120)
     assert server.proc.wait(timeout=60) == 0, server.log.read_text()
     assert statuses == [200] * 8, statuses
+
+
+def _browser() -> object:
+    """Headless Chromium from Debian, driven by Selenium; skipped with the reason where it is not installed."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1200,900"):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+
+
+def test_the_page_in_a_real_browser(serve: Callable[..., Server], tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server = serve()
+    photo = tmp_path / "kiosk.jpg"
+    photo.write_bytes(_jpeg(160, 120))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a photo", encoding="utf-8")
+    driver = _browser()
+    try:
+        driver.get(server.url + "/")  # type: ignore[attr-defined]
+        wait = WebDriverWait(driver, 60)
+        wait.until(lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#style option")] == ["randgen"])
+        chooser = driver.find_element(By.ID, "file")  # type: ignore[attr-defined]
+        driver.execute_script("arguments[0].hidden = false", chooser)  # type: ignore[attr-defined]
+        chooser.send_keys(str(photo))
+        driver.find_element(By.ID, "go").click()  # type: ignore[attr-defined]
+        wait.until(lambda d: d.execute_script("const i = document.getElementById('after');"
+                                              "return i.complete && i.naturalWidth > 0"))
+        assert driver.find_element(By.ID, "took").text.endswith(" s")  # type: ignore[attr-defined]
+        link = driver.find_element(By.ID, "download")  # type: ignore[attr-defined]
+        assert link.is_displayed() and link.get_attribute("download") == "kiosk_randgen.jpg"
+        driver.save_screenshot(str(tmp_path / "page.png"))  # type: ignore[attr-defined]
+        chooser.send_keys(str(notes))
+        driver.find_element(By.ID, "go").click()  # type: ignore[attr-defined]
+        wait.until(lambda d: d.find_element(By.ID, "error").text != "")
+        error = driver.find_element(By.ID, "error").text  # type: ignore[attr-defined]
+        assert error.startswith("Could not stylize this file:") and "text/plain" in error, error
+    finally:
+        driver.quit()  # type: ignore[attr-defined]
