@@ -138,6 +138,9 @@ def test_multipart_upload_and_a_timeout(serve: Callable[..., Server]) -> None:
 def test_a_burst_gets_only_200_and_503_then_all_200(serve: Callable[..., Server]) -> None:
     server = serve({"max_queue": 1}, pipeline={"max_in_flight": 1})
     photo = _jpeg(128, 96)
+    for _ in range(3):  # warm: the shape compiled, the threads and buffers made
+        assert server.request("/v1/stylize", data=photo, content_type="image/jpeg")[0] == 200
+    rss_before = _rss_kb(server.proc.pid)
     statuses: list[int] = []
     retry_after: list[str] = []
     lock = threading.Lock()
@@ -158,6 +161,15 @@ def test_a_burst_gets_only_200_and_503_then_all_200(serve: Callable[..., Server]
     assert 503 in statuses and all(value.isdigit() for value in retry_after)
     for _ in range(3):  # the burst is over: nothing is left holding a slot
         assert server.request("/v1/stylize", data=photo, content_type="image/jpeg")[0] == 200
+    rss_after = _rss_kb(server.proc.pid)
+    assert rss_after <= rss_before * 1.10, (rss_before, rss_after)  # the burst left no memory behind
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS in /proc/PID/status")
 
 
 def test_sigterm_finishes_the_requests_in_flight_and_exits_0(serve: Callable[..., Server]) -> None:
@@ -230,3 +242,29 @@ def test_the_page_in_a_real_browser(serve: Callable[..., Server], tmp_path: Path
         assert error.startswith("Could not stylize this file:") and "text/plain" in error, error
     finally:
         driver.quit()  # type: ignore[attr-defined]
+
+
+def test_a_stalled_upload_gets_408_and_holds_nothing(serve: Callable[..., Server]) -> None:
+    """A client that announces a body and stops sending: answered 408 at the timeout, while another client
+    is served meanwhile (the stalled one never reached the engine)."""
+    server = serve({"request_timeout_seconds": 2.0})
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as stalled:
+        stalled.sendall(b"POST /v1/stylize HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\n"
+                        b"Content-Length: 100000\r\n\r\n" + _jpeg()[:100])
+        assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
+        answer = stalled.recv(4096).decode("latin-1")
+    assert answer.startswith("HTTP/1.1 408") and "request_timeout_seconds" in answer
+
+
+def test_a_token_is_required_when_one_is_set(serve: Callable[..., Server], tmp_path: Path) -> None:
+    token = "k" * 32
+    (tmp_path / "token").write_text(token + "\n", encoding="utf-8")
+    server = serve({"auth_token_file": str(tmp_path / "token")})
+    status, headers, body = server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")
+    assert status == 401 and headers["www-authenticate"] == "Bearer" and "auth_token_file" in _json(body)["detail"]
+    assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg",
+                          headers={"Authorization": "Bearer " + "k" * 31 + "j"})[0] == 401
+    assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg",
+                          headers={"Authorization": f"Bearer {token}"})[0] == 200
+    assert server.request("/healthz")[0] == 200  # probes stay open: they say nothing about the pictures

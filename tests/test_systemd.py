@@ -13,17 +13,18 @@ from edge_anime.config import load_config
 from edge_anime.errors import EXIT_CONFIG
 
 UNIT = Path(__file__).resolve().parent.parent / "configs" / "systemd" / "edge-anime.service"
+HTTP_UNIT = UNIT.with_name("edge-anime-http.service")
 EXAMPLE = UNIT.with_name("config.yaml")
 SYSUSERS = UNIT.with_name("edge-anime.sysusers.conf")
 TMPFILES = UNIT.with_name("edge-anime.tmpfiles.conf")
 INSTALLED_BINARY = "/opt/edge-anime/.venv/bin/edge-anime"
 
 
-def _unit_keys() -> dict[str, dict[str, list[str]]]:
+def _unit_keys(unit: Path = UNIT) -> dict[str, dict[str, list[str]]]:
     """Section -> key -> values (systemd keys may repeat, so configparser's last-wins is not enough)."""
     sections: dict[str, dict[str, list[str]]] = {}
     current = ""
-    for raw in UNIT.read_text().splitlines():
+    for raw in unit.read_text().splitlines():
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
@@ -36,7 +37,8 @@ def _unit_keys() -> dict[str, dict[str, list[str]]]:
     return sections
 
 
-def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", [UNIT, HTTP_UNIT], ids=["watch", "http"])
+def test_unit_passes_systemd_analyze_verify(tmp_path: Path, source: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed (Debian: apt-get install systemd)")
@@ -44,11 +46,11 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     entry = Path(sys.executable).with_name("edge-anime")
     if not entry.exists():
         pytest.skip(f"{entry} missing: install the project (pip install -e .) first")
-    unit = tmp_path / UNIT.name
-    unit.write_text(UNIT.read_text().replace(INSTALLED_BINARY, str(entry)))
+    unit = tmp_path / source.name
+    unit.write_text(source.read_text().replace(INSTALLED_BINARY, str(entry)))
     proc = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
     # verify exits 0 even for unknown keys; its warnings name the file, so none may mention it.
-    complaints = [ln for ln in (proc.stdout + proc.stderr).splitlines() if UNIT.name in ln]
+    complaints = [ln for ln in (proc.stdout + proc.stderr).splitlines() if source.name in ln]
     assert proc.returncode == 0 and complaints == [], proc.stdout + proc.stderr
 
 
@@ -106,3 +108,12 @@ def test_sysusers_and_tmpfiles_make_the_user_and_its_setgid_folders(tmp_path: Pa
     assert (tmp_path / config.model.dirs[0].relative_to("/")).is_dir()
     assert config.device.cache_dir is not None
     assert (tmp_path / config.device.cache_dir.parent.relative_to("/")).is_dir()
+
+
+def test_the_http_unit_runs_serve_with_the_same_hardening() -> None:
+    """The HTTP unit differs from the watch folder's only where it must: what it runs, no watchdog pings, no
+    reload, and no RuntimeDirectory (systemd would remove the watch service's status folder at its stop)."""
+    watch, http = _unit_keys(UNIT)["Service"], _unit_keys(HTTP_UNIT)["Service"]
+    assert http["ExecStart"] == [watch["ExecStart"][0].replace(" run ", " serve ")]
+    differs = {key for key in watch.keys() | http.keys() if watch.get(key) != http.get(key)}
+    assert differs == {"ExecStart", "ExecReload", "WatchdogSec", "RuntimeDirectory"}

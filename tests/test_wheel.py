@@ -146,7 +146,8 @@ def test_the_readme_recipe_finds_the_service_files_in_the_wheel(installed: Insta
     configs = Path(proc.stdout.strip())
     assert configs.is_relative_to(installed.site_packages)
     shipped = sorted(p.name for p in (REPO_ROOT / "configs" / "systemd").iterdir())
-    assert shipped == ["config.yaml", "edge-anime.service", "edge-anime.sysusers.conf", "edge-anime.tmpfiles.conf"]
+    assert shipped == ["config.yaml", "edge-anime-http.service", "edge-anime.service", "edge-anime.sysusers.conf",
+                       "edge-anime.tmpfiles.conf"]
     for name in shipped:
         assert (configs / "systemd" / name).read_bytes() == (REPO_ROOT / "configs" / "systemd" / name).read_bytes()
         assert f"$CONFIGS/systemd/{name}" in readme

@@ -237,7 +237,12 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         if style not in stylizer.styles:
             raise HttpError(404, "unknown style", f"style={style}: this box serves {', '.join(stylizer.styles)}")
         fmt = _format_for(request, config)
-        data = await _upload(request, int(config.http.max_body_mb * BYTES_PER_MB))
+        try:  # a client that stalls mid-upload holds a connection, never an engine slot, and not for long
+            with anyio.fail_after(config.http.request_timeout_seconds):
+                data = await _upload(request, int(config.http.max_body_mb * BYTES_PER_MB))
+        except TimeoutError:
+            raise HttpError(408, "upload too slow", f"the body did not arrive within http.request_timeout_seconds "
+                            f"({config.http.request_timeout_seconds:g} s)") from None
         _check_header(data, config)
         service.admit()
 
