@@ -250,6 +250,7 @@ class ServiceSection(_Section):
 class HttpSection(_Section):
     """`edge-anime serve`: the HTTP API and upload page (edge_anime/http/)."""
 
+    enabled: bool = False  # `edge-anime run` serves HTTP beside the watch folder, on the same compiled style
     host: IpHost = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     max_body_mb: float = Field(default=25.0, gt=0, le=1024)  # 413 above this, checked before reading on

@@ -30,6 +30,7 @@ from types import TracebackType
 from PIL import Image
 
 from .config import Config, load_config
+from .engine import Engine
 from .errors import InputError, UserError
 from .models import ModelInfo
 from .naming import UnsafeNameError, check_style
@@ -45,12 +46,17 @@ class Stylizer:
     ``with Stylizer() as s: s.stylize(Image.open("a.jpg"))``; ``Stylizer(config="box.yaml")`` for a file.
     """
 
-    def __init__(self, config: Config | str | Path | None = None) -> None:
-        from .choice import open_engine  # OpenVINO is imported here, not when edge_anime is
-
+    def __init__(self, config: Config | str | Path | None = None, *,
+                 engine: tuple[ModelInfo, Engine] | None = None) -> None:
+        """``engine``: a style already compiled by its owner (the watch folder serving HTTP beside itself), so
+        one process holds one copy of the compiled model; without it the style of ``config`` is opened here."""
         self.config = config if isinstance(config, Config) else load_config(Path(config) if config else None)
         self.model: ModelInfo
-        self.model, self.engine = open_engine(self.config)
+        if engine is None:
+            from .choice import open_engine  # OpenVINO is imported here, not when edge_anime is
+
+            engine = open_engine(self.config)
+        self.model, self.engine = engine
         try:
             check_style(self.config.output.name_template, self.model.style)
         except UnsafeNameError as exc:

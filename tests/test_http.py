@@ -268,3 +268,36 @@ def test_a_token_is_required_when_one_is_set(serve: Callable[..., Server], tmp_p
     assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg",
                           headers={"Authorization": f"Bearer {token}"})[0] == 200
     assert server.request("/healthz")[0] == 200  # probes stay open: they say nothing about the pictures
+
+
+def test_run_serves_http_beside_the_watch_folder_on_one_engine(write_config: Callable[..., Path],
+                                                               tmp_path: Path) -> None:
+    """http.enabled: one process takes a file from the inbox and answers a POST, then SIGTERM -> 0."""
+    port = _free_port()
+    config = write_config({"http": {"enabled": True, "port": port}, "device": {"inference_precision": "f32"}})
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "run", "--config", str(config)],
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
+    server = Server(proc, f"http://127.0.0.1:{port}", log)
+    try:
+        end = time.monotonic() + READY_DEADLINE_SECONDS
+        while time.monotonic() < end and "ready: worker" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        assert server.request("/readyz")[0] == 200
+        inbox = tmp_path / "watch" / "inbox"
+        (tmp_path / ".drop.jpg").write_bytes(_jpeg())
+        os.replace(tmp_path / ".drop.jpg", inbox / "drop.jpg")
+        status, _, body = server.request("/v1/stylize", data=_jpeg(seed=1), content_type="image/jpeg")
+        assert status == 200 and Image.open(io.BytesIO(body)).size == (96, 64)
+        done = tmp_path / "watch" / "done" / "drop.jpg"
+        while time.monotonic() < end and not done.exists():
+            time.sleep(0.05)
+        assert done.exists() and len(list((tmp_path / "watch" / "outbox").iterdir())) == 1
+        assert log.read_text().count("engine: randgen (fp32) on CPU") == 1  # compiled once, shared
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

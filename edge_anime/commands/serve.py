@@ -1,18 +1,15 @@
 """`edge-anime serve`: the HTTP API and upload page on uvicorn, until SIGTERM/SIGINT.
 
-uvicorn owns the signals here: on SIGTERM it stops accepting, lets the requests in flight finish (up to
-``service.drain_timeout_seconds``), runs the app's shutdown (which closes the Stylizer) and returns, so the
-process exits 0. READY=1 goes to systemd only once the style is compiled, when /readyz says ready.
-Exit statuses as `run`: 78 for a bad config or model, 70 for a bug.
+On SIGTERM/SIGINT the server is asked to stop (edge_anime/http/server.py): it stops accepting, lets the
+requests in flight finish (up to ``service.drain_timeout_seconds``), runs the app's shutdown (which closes the
+Stylizer) and returns, so the process exits 0. READY=1 goes to systemd only once the style is compiled, when
+/readyz says ready. Exit statuses as `run`: 78 for a bad config or model, 70 for a bug.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UserError
@@ -36,32 +33,21 @@ def run(args: argparse.Namespace) -> int:
         raw["http"].update({k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None})
         config = parse_config(raw, base_dir=Path.cwd(), source=config.source)
     try:
-        import uvicorn
-
         from ..http.app import create_app
+        from ..http.server import make_server
     except ImportError as exc:
         raise UserError(f"serve needs the http extra ({exc.name} is missing): {INSTALL_HINT}") from None
     from ..service.logs import setup_logging
     from ..service.notify import Notifier
 
     setup_logging(log_format=config.service.log_format, level=config.service.log_level)
-    log = logging.getLogger("edge_anime.http")
-    if not _loopback(config.http.host):
-        log.warning("serving on %s:%d, reachable from other machines (%s)", config.http.host, config.http.port,
-                    "Bearer token required" if config.http.auth_token_file else "NO authentication: "
-                    "http.allow_unauthenticated is true")
     notifier = Notifier()
 
     def ready() -> None:
         notifier.send(READY=1, STATUS=f"serving http://{config.http.host}:{config.http.port}/")
 
     app = create_app(config, on_ready=ready)
-    server = _server_class()(uvicorn.Config(
-        app, host=config.http.host, port=config.http.port, log_config=None, access_log=False, lifespan="on",
-        timeout_graceful_shutdown=max(1, int(config.service.drain_timeout_seconds)),
-        timeout_keep_alive=5,  # an idle connection does not hold a slot for long
-        limit_concurrency=config.http.max_queue * 4 + 16,  # past this, uvicorn answers 503 before reading
-    ))
+    server = make_server(app, config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: setattr(server, "should_exit", True))
     server.run()
@@ -70,24 +56,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"edge-anime serve: error: {failure}", file=sys.stderr)
         return 78
     return 0 if server.started else 78
-
-
-def _server_class() -> type:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn's server without its signal capture: uvicorn re-raises a captured SIGTERM once it has shut
-        down, so the process would die by the signal (143) after a clean drain. Our handlers only ask it to
-        exit, and `serve` returns 0 as systemd expects."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return Server
-
-
-def _loopback(host: str) -> bool:
-    from ..config import is_loopback
-
-    return is_loopback(host)

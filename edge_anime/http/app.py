@@ -57,10 +57,11 @@ class Service:
     """What the routes share: the Stylizer (built in the background at start), the queue count, metrics."""
 
     def __init__(self, config: Config, *, registry: CollectorRegistry | None = None,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None, stylizer: Stylizer | None = None) -> None:
         self.config = config
         self.settings = config.http
         self.stylizer: Stylizer | None = None
+        self._given = stylizer  # owned by the caller: used, never closed here
         self.failure: str | None = None  # why the Stylizer could not be built (readyz says it)
         self._on_ready = on_ready
         self._admitted = 0  # requests between admission and their thread's end (waiting or running)
@@ -79,7 +80,7 @@ class Service:
     def load(self) -> None:
         """Compile the style (in a thread at start-up: /healthz answers meanwhile, /readyz says 503)."""
         try:
-            stylizer = Stylizer(self.config)
+            stylizer = self._given or Stylizer(self.config)
         except UserError as exc:
             self.failure = str(exc)
             log.error("not ready: %s", exc)
@@ -92,7 +93,7 @@ class Service:
             self._on_ready()
 
     def close(self) -> None:
-        if self.stylizer is not None:
+        if self.stylizer is not None and self.stylizer is not self._given:
             self.stylizer.close()
 
     # -- admission ---------------------------------------------------------------------------------------
@@ -208,9 +209,11 @@ def _format_for(request: Request, config: Config) -> str:
 
 
 def create_app(config: Config, *, registry: CollectorRegistry | None = None,
-               on_ready: Callable[[], None] | None = None) -> Starlette:
-    """The ASGI app; ``on_ready`` runs once the style is compiled (the CLI sends sd_notify READY=1 there)."""
-    service = Service(config, registry=registry, on_ready=on_ready)
+               on_ready: Callable[[], None] | None = None, stylizer: Stylizer | None = None) -> Starlette:
+    """The ASGI app; ``on_ready`` runs once the style is compiled (the CLI sends sd_notify READY=1 there).
+    ``stylizer``: one its owner built and closes (the watch folder's, shared); else the app builds its own at
+    start-up and closes it at shutdown."""
+    service = Service(config, registry=registry, on_ready=on_ready, stylizer=stylizer)
 
     def measured(route: str, handler: Callable[[Request], Awaitable[Response]]
                  ) -> Callable[[Request], Awaitable[Response]]:

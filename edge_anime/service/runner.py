@@ -56,6 +56,7 @@ class Service:
         self._next_watchdog = 0.0
         self._next_orphans = 0.0
         self._status_error = ""
+        self.http: Any = None  # (ServerThread, Stylizer) with http.enabled
 
     # --- start ---------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -103,6 +104,7 @@ class Service:
             if not is_loopback(metrics.host):
                 log.warning("metrics: serving on %s:%s, reachable from other machines (service.metrics."
                             "allow_remote: true)", metrics.host, metrics.port)
+        self.http = self._start_http(config) if config.http.enabled else None
         self.acct.counts.recovered += self.core.recover_at_start()
         self.detector.start()
         self.acct.state = "ready"
@@ -114,6 +116,22 @@ class Service:
         finally:
             self.detector.stop()
         return self._shutdown()
+
+    def _start_http(self, config: Config) -> Any:
+        """HTTP beside the watch folder, on the same compiled style (one copy of the model in memory)."""
+        try:
+            from ..http.app import create_app
+            from ..http.server import ServerThread, make_server
+        except ImportError as exc:
+            raise ConfigError(f"http.enabled: true needs the http extra ({exc.name} is missing): "
+                              "pip install 'edge-anime[http]'") from None
+        from ..stylizer import Stylizer
+
+        stylizer = Stylizer(config, engine=(self.model, self.engine))
+        thread = ServerThread(make_server(create_app(config, stylizer=stylizer), config))
+        thread.start(where=f"{config.http.host}:{config.http.port}")
+        log.info("http: serving http://%s:%d/ beside the watch folder", config.http.host, config.http.port)
+        return thread, stylizer
 
     @contextlib.contextmanager
     def _startup_watchdog(self) -> Iterator[None]:
@@ -275,6 +293,8 @@ class Service:
             self.log_form = setup_logging(log_format=new.service.log_format, level=new.service.log_level)
         if new.service.metrics != old.service.metrics:
             log.warning("reload: service.metrics changes apply at the next restart")
+        if self.http is not None and (engine_changed or new.http != old.http):
+            log.warning("reload: the HTTP service keeps its style and http settings until the next restart")
         self.core.handler.update(config=new, style=self.model.style, model_hash=self.model.bin_sha256)
         self.config = new
         log.info("reloaded %s (%s)", self.config_path,
@@ -295,6 +315,10 @@ class Service:
         timeout_s = self.config.service.drain_timeout_seconds
         log.info("stopping: %d in flight, draining for up to %s", len(self.core.in_flight), _seconds(timeout_s))
         self.core.give_back_waiting()
+        if self.http is not None:  # requests in flight finish first; the server then stops by itself
+            (server, stylizer), self.http = self.http, None
+            server.stop(timeout_s)
+            stylizer.close()
         drained = self._wait_in_flight(timeout_s)
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
