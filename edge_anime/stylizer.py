@@ -40,6 +40,10 @@ ImageSource = Image.Image | bytes | bytearray | str | Path
 MEMORY_LABEL = Path("<image>")  # how an in-memory picture is named in error messages
 
 
+class StylizerClosed(RuntimeError):
+    """``stylize`` on a Stylizer that was closed (a reload swapped it out): use the current one."""
+
+
 class Stylizer:
     """Styles compiled for this box, and a thread-safe ``stylize``.
 
@@ -138,7 +142,7 @@ class Stylizer:
 
     def _submit(self, job: Job, *, timeout: float | None) -> JobResult:
         if self._closed.is_set():
-            raise RuntimeError("Stylizer.stylize after close()")
+            raise StylizerClosed("Stylizer.stylize after close()")
         self._pipeline.submit(job)
         result: JobResult = job.tag.result(timeout=timeout)
         if result.error is not None:
@@ -181,4 +185,4 @@ def _as_tiff(image: Image.Image) -> bytes:
     return buffer.getvalue()
 
 
-__all__: Sequence[str] = ("ImageSource", "Stylizer")
+__all__: Sequence[str] = ("ImageSource", "Stylizer", "StylizerClosed")

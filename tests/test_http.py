@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from PIL import Image
 
 from conftest import synthetic_photo
@@ -301,3 +302,23 @@ def test_run_serves_http_beside_the_watch_folder_on_one_engine(write_config: Cal
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_sighup_swaps_in_the_new_style_and_a_bad_config_keeps_the_old(serve: Callable[..., Server]) -> None:
+    server = serve()
+    config_path = Path(server.proc.args[-1])  # type: ignore[index]
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    config["model"] = {"path": "toon"}  # the bundled style
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    server.proc.send_signal(signal.SIGHUP)
+    end = time.monotonic() + READY_DEADLINE_SECONDS
+    while time.monotonic() < end and json.loads(server.request("/v1/styles")[2])["styles"] != ["toon"]:
+        time.sleep(0.1)
+    assert json.loads(server.request("/v1/styles")[2])["styles"] == ["toon"]
+    assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
+    config_path.write_text("image: {resize: stretch}\n", encoding="utf-8")
+    server.proc.send_signal(signal.SIGHUP)
+    while time.monotonic() < end and "reload failed" not in server.log.read_text():
+        time.sleep(0.1)
+    assert "reload failed, still serving the previous config" in server.log.read_text()
+    assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200

@@ -111,9 +111,9 @@ def test_sysusers_and_tmpfiles_make_the_user_and_its_setgid_folders(tmp_path: Pa
 
 
 def test_the_http_unit_runs_serve_with_the_same_hardening() -> None:
-    """The HTTP unit differs from the watch folder's only where it must: what it runs, no watchdog pings, no
-    reload, and no RuntimeDirectory (systemd would remove the watch service's status folder at its stop)."""
+    """The HTTP unit differs from the watch folder's only where it must: what it runs, no watchdog pings, and
+    no RuntimeDirectory (systemd would remove the watch service's status folder at its stop)."""
     watch, http = _unit_keys(UNIT)["Service"], _unit_keys(HTTP_UNIT)["Service"]
     assert http["ExecStart"] == [watch["ExecStart"][0].replace(" run ", " serve ")]
     differs = {key for key in watch.keys() | http.keys() if watch.get(key) != http.get(key)}
-    assert differs == {"ExecStart", "ExecReload", "WatchdogSec", "RuntimeDirectory"}
+    assert differs == {"ExecStart", "WatchdogSec", "RuntimeDirectory"}

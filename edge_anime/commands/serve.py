@@ -8,11 +8,17 @@ Stylizer) and returns, so the process exits 0. READY=1 goes to systemd only once
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 INSTALL_HINT = "pip install 'edge-anime[http]'"
 
@@ -25,13 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config, parse_config
-
-    config = load_config(args.config)
-    if args.host is not None or args.port is not None:  # validated like the file, so --host 0.0.0.0 needs auth
-        raw = config.model_dump(mode="json", exclude={"source"})
-        raw["http"].update({k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None})
-        config = parse_config(raw, base_dir=Path.cwd(), source=config.source)
+    config = _load(args)
     try:
         from ..http.app import create_app
         from ..http.server import make_server
@@ -50,9 +50,29 @@ def run(args: argparse.Namespace) -> int:
     server = make_server(app, config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: setattr(server, "should_exit", True))
+
+    def reload() -> None:  # in a thread: compiling a style must not stall the event loop or the signal
+        try:
+            app.state.service.reload(_load(args))
+        except UserError as exc:
+            logging.getLogger("edge_anime.http").error("reload failed, still serving the previous config: %s", exc)
+
+    signal.signal(signal.SIGHUP, lambda _signum, _frame: threading.Thread(target=reload, daemon=True).start())
     server.run()
     failure = app.state.service.failure
     if failure is not None:
         print(f"edge-anime serve: error: {failure}", file=sys.stderr)
         return 78
     return 0 if server.started else 78
+
+
+def _load(args: argparse.Namespace) -> Config:
+    """The config file with --host/--port on top, validated like the file (so --host 0.0.0.0 needs auth)."""
+    from ..config import load_config, parse_config
+
+    config = load_config(args.config)
+    if args.host is None and args.port is None:
+        return config
+    raw = config.model_dump(mode="json", exclude={"source"})
+    raw["http"].update({k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None})
+    return parse_config(raw, base_dir=Path.cwd(), source=config.source)

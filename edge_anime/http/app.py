@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from ..config import Config
 from ..errors import InputError, UserError
-from ..stylizer import Stylizer
+from ..stylizer import Stylizer, StylizerClosed
 
 log = logging.getLogger("edge_anime.http")
 
@@ -95,6 +95,23 @@ class Service:
     def close(self) -> None:
         if self.stylizer is not None and self.stylizer is not self._given:
             self.stylizer.close()
+
+    def reload(self, config: Config) -> None:
+        """SIGHUP: the new config's style compiled beside the old one, then swapped in; requests already on
+        the old Stylizer finish there (its close drains). A config that fails keeps the old one serving."""
+        if config.http.host != self.config.http.host or config.http.port != self.config.http.port:
+            log.warning("reload: http.host and http.port apply at the next restart")
+        try:
+            stylizer = Stylizer(config) if self._given is None else self._given
+        except UserError as exc:
+            log.error("reload failed, still serving the previous config: %s", exc)
+            return
+        old, self.stylizer, self.config, self.settings = self.stylizer, stylizer, config, config.http
+        with self._lock:
+            self._capacity = stylizer.max_in_flight + config.http.max_queue
+        if old is not None and old is not stylizer:
+            old.close()
+        log.info("reloaded: serving %s", ", ".join(stylizer.styles))
 
     # -- admission ---------------------------------------------------------------------------------------
     def admit(self) -> None:
@@ -232,7 +249,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
 
     async def stylize(request: Request) -> Response:
         _authorize(service, request)
-        stylizer = service.stylizer
+        stylizer, config = service.stylizer, service.config  # one request, one config: a reload swaps both
         if stylizer is None:
             raise HttpError(503, "not ready", service.failure or "the style is still compiling",
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
@@ -251,7 +268,12 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
 
         def work() -> Any:
             try:
-                return stylizer.run(data, style=style)
+                try:
+                    return stylizer.run(data, style=style)
+                except StylizerClosed:  # a reload swapped it out between admission and here
+                    current = service.stylizer
+                    assert current is not None
+                    return current.run(data, style=style)
             finally:
                 service.release()  # when the picture is done, not at a 504: the engine was busy until then
 
