@@ -128,7 +128,8 @@ class Service:
         from ..stylizer import Stylizer
 
         stylizer = Stylizer(config, engine=(self.model, self.engine))
-        thread = ServerThread(make_server(create_app(config, stylizer=stylizer), config))
+        app = create_app(config, stylizer=stylizer, registry=self.acct.metrics.registry)  # one /metrics for both
+        thread = ServerThread(make_server(app, config))
         thread.start(where=f"{config.http.host}:{config.http.port}")
         log.info("http: serving http://%s:%d/ beside the watch folder", config.http.host, config.http.port)
         return thread, stylizer
