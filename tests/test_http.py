@@ -324,3 +324,22 @@ def test_sighup_swaps_in_the_new_style_and_a_bad_config_keeps_the_old(serve: Cal
         time.sleep(0.1)
     assert "reload failed, still serving the previous config" in server.log.read_text()
     assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
+
+
+def test_ready_is_sent_to_systemd_when_readyz_says_ready(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    port = _free_port()
+    config = write_config({"http": {"port": port}, "device": {"inference_precision": "f32"}})
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(str(tmp_path / "notify.sock"))
+        notify.settimeout(READY_DEADLINE_SECONDS)
+        log = tmp_path / "serve.log"
+        proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--config", str(config)],
+                                env={**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify.sock")},
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
+        try:
+            message = notify.recv(4096).decode()
+            assert message.startswith("READY=1\nSTATUS=serving http://127.0.0.1:"), message
+            assert Server(proc, f"http://127.0.0.1:{port}", log).request("/readyz")[0] == 200
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, log.read_text()
