@@ -99,6 +99,8 @@ class _Section(BaseModel):
 
 class ModelSection(_Section):
     path: str = "toon"  # an IR .xml, a model folder, or the name of an installed model
+    # More styles served beside model.path (the default), spelled like it; compiled on first use.
+    styles: list[str] = Field(default_factory=list)
     dirs: list[PathField] = Field(default_factory=lambda: [default_locations().models])
     # auto: the fastest verified IR of the style, measured on this box (edge_anime.choice); else its name.
     # Whether the style has that variant is checked where the model is resolved (the config cannot know).
@@ -308,10 +310,17 @@ def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
             elif isinstance(value, list):
                 values[key] = [_anchor(base, v) if isinstance(v, str) else v for v in value]
     model = raw.get("model")
-    if isinstance(model, dict) and isinstance(model.get("path"), str):
-        path = os.path.expanduser(model["path"])
-        if "/" in path or path.endswith(".xml"):
-            model["path"] = _anchor(base, path)
+    if isinstance(model, dict):
+        if isinstance(model.get("path"), str):
+            model["path"] = _anchor_model(base, model["path"])
+        if isinstance(model.get("styles"), list):
+            model["styles"] = [_anchor_model(base, s) if isinstance(s, str) else s for s in model["styles"]]
+
+
+def _anchor_model(base: Path, spec: str) -> str:
+    """A model path (a folder or an .xml) is anchored like any path; a bare name stays a name."""
+    path = os.path.expanduser(spec)
+    return _anchor(base, path) if "/" in path or path.endswith(".xml") else spec
 
 
 _REPR = reprlib.Repr()  # keyword arguments only from Python 3.12

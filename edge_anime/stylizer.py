@@ -19,11 +19,15 @@ stylized (not an image, too many pixels, over the memory budget), ``ConfigError`
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
+import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -31,10 +35,12 @@ from PIL import Image
 
 from .config import Config, load_config
 from .engine import Engine
-from .errors import InputError, UserError
-from .models import ModelInfo
+from .errors import InputError, ModelError, UserError
+from .models import ModelInfo, resolve_model
 from .naming import UnsafeNameError, check_style
 from .pipeline import Job, JobResult, Pipeline
+
+log = logging.getLogger("edge_anime.stylizer")
 
 ImageSource = Image.Image | bytes | bytearray | str | Path
 MEMORY_LABEL = Path("<image>")  # how an in-memory picture is named in error messages
@@ -44,10 +50,25 @@ class StylizerClosed(RuntimeError):
     """``stylize`` on a Stylizer that was closed (a reload swapped it out): use the current one."""
 
 
+@dataclass
+class _Compiled:
+    """One style ready to run: its chosen variant, its engine, its pipeline, and the calls using it now."""
+
+    model: ModelInfo
+    engine: Engine
+    pipeline: Pipeline
+    users: int = 0
+
+
 class Stylizer:
     """Styles compiled for this box, and a thread-safe ``stylize``.
 
     ``with Stylizer() as s: s.stylize(Image.open("a.jpg"))``; ``Stylizer(config="box.yaml")`` for a file.
+
+    The styles served are ``model.path`` (the default, compiled at once) and ``model.styles`` (compiled on
+    first use). Compiled styles are kept in an LRU under the shape cache's memory bound
+    (``device.shape_cache_mb``, summed over every style's engine): a style over the bound with no call in
+    flight is closed, and compiled again from the model cache when it is asked for next.
     """
 
     def __init__(self, config: Config | str | Path | None = None, *,
@@ -55,29 +76,32 @@ class Stylizer:
         """``engine``: a style already compiled by its owner (the watch folder serving HTTP beside itself), so
         one process holds one copy of the compiled model; without it the style of ``config`` is opened here."""
         self.config = config if isinstance(config, Config) else load_config(Path(config) if config else None)
-        self.model: ModelInfo
-        if engine is None:
-            from .choice import open_engine  # OpenVINO is imported here, not when edge_anime is
-
-            engine = open_engine(self.config)
-        self.model, self.engine = engine
-        try:
-            check_style(self.config.output.name_template, self.model.style)
-        except UnsafeNameError as exc:
-            raise UserError(str(exc)) from None
-        self._pipeline = Pipeline(self.engine, self.config, on_done=_settle)
+        self._specs = style_specs(self.config)  # style name -> model.path spelling, default first
+        self._lock = threading.Lock()
+        self._compiled: OrderedDict[str, _Compiled] = OrderedDict()
+        self._pending: dict[str, threading.Lock] = {}  # one compile per style at a time
         self._closed = threading.Event()
+        default = next(iter(self._specs))
+        first = self._open(default, engine)
+        self._compiled[default] = first
+        self.model, self.engine = first.model, first.engine
 
     # -- the API ---------------------------------------------------------------------------------------
     @property
     def styles(self) -> tuple[str, ...]:
         """The styles this Stylizer serves; the first is the default."""
-        return (self.model.style,)
+        return tuple(self._specs)
 
     @property
     def max_in_flight(self) -> int:
-        """Pictures the pipeline works on at once; a caller queueing more only waits (the HTTP admission)."""
-        return self._pipeline.max_in_flight
+        """Pictures the default style's pipeline works on at once (the HTTP admission's measure)."""
+        return self._compiled[self.styles[0]].pipeline.max_in_flight if self.styles[0] in self._compiled \
+            else 2 * self.engine.num_requests
+
+    def compiled_styles(self) -> tuple[str, ...]:
+        """The styles compiled now, least recently used first."""
+        with self._lock:
+            return tuple(self._compiled)
 
     def stylize(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> Image.Image:
         """One picture in (PIL image, encoded bytes, or a file path), the stylized PIL image out (RGB, or RGBA
@@ -89,14 +113,19 @@ class Stylizer:
     def run(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> JobResult:
         """``stylize`` with the whole result: the picture in ``image``, the seconds per stage in ``timings_s``
         (the HTTP service's Server-Timing), the decoded and output sizes. Raises as ``stylize`` does."""
-        self._check_style(style)
-        return self._submit(_job_for(image, tag=Future()), timeout=timeout)
+        job = _job_for(image, tag=Future())
+        with self._using(style) as compiled:
+            compiled.pipeline.submit(job)
+            result: JobResult = job.tag.result(timeout=timeout)
+        if result.error is not None:
+            raise result.error
+        return result
 
-    def run_jobs(self, jobs: Iterable[Job], *, progress: bool = False) -> list[JobResult]:
+    def run_jobs(self, jobs: Iterable[Job], *, style: str | None = None, progress: bool = False) -> list[JobResult]:
         """File jobs (``stylize``'s batch): every job's result, in order, failures included, never raised.
 
-        The jobs share the pipeline with concurrent ``stylize`` calls; each is submitted with a future of its
-        own (the job's ``tag`` stays the caller's, on the result's ``job``)."""
+        The jobs share the style's pipeline with concurrent ``stylize`` calls; each is submitted with a future
+        of its own (the job's ``tag`` stays the caller's, on the result's ``job``)."""
         originals = list(jobs)
         bar = None
         if progress:
@@ -110,12 +139,13 @@ class Stylizer:
 
         futures: list[Future[JobResult]] = []
         try:
-            for job in originals:
-                future: Future[JobResult] = Future()
-                future.add_done_callback(tick)
-                futures.append(future)
-                self._pipeline.submit(dataclasses.replace(job, tag=future))
-            return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
+            with self._using(style) as compiled:
+                for job in originals:
+                    future: Future[JobResult] = Future()
+                    future.add_done_callback(tick)
+                    futures.append(future)
+                    compiled.pipeline.submit(dataclasses.replace(job, tag=future))
+                return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
         finally:
             if bar is not None:
                 bar.close()
@@ -125,8 +155,11 @@ class Stylizer:
         if self._closed.is_set():
             return
         self._closed.set()
-        self._pipeline.drain(timeout_s=None)
-        self._pipeline.close()
+        with self._lock:
+            compiled, self._compiled = list(self._compiled.values()), OrderedDict()
+        for entry in compiled:
+            entry.pipeline.drain(timeout_s=None)
+            entry.pipeline.close()
 
     def __enter__(self) -> Stylizer:
         return self
@@ -136,18 +169,87 @@ class Stylizer:
         self.close()
 
     # -- inside ----------------------------------------------------------------------------------------
-    def _check_style(self, style: str | None) -> None:
-        if style is not None and style not in self.styles:
-            raise UserError(f"style {style!r} is not served here; expected one of {', '.join(self.styles)}")
-
-    def _submit(self, job: Job, *, timeout: float | None) -> JobResult:
+    @contextlib.contextmanager
+    def _using(self, style: str | None) -> Iterator[_Compiled]:
+        """The style compiled (now, if it was not), counted as in use so the LRU never closes it meanwhile."""
+        name = self.styles[0] if style is None else style
+        if name not in self._specs:
+            raise UserError(f"style {name!r} is not served here; expected one of {', '.join(self.styles)}")
         if self._closed.is_set():
             raise StylizerClosed("Stylizer.stylize after close()")
-        self._pipeline.submit(job)
-        result: JobResult = job.tag.result(timeout=timeout)
-        if result.error is not None:
-            raise result.error
-        return result
+        with self._lock:
+            entry = self._compiled.get(name)
+            if entry is not None:
+                self._compiled.move_to_end(name)
+                entry.users += 1
+        if entry is None:
+            entry = self._compile(name)
+        try:
+            yield entry
+        finally:
+            with self._lock:
+                entry.users -= 1
+
+    def _compile(self, name: str) -> _Compiled:
+        """A style's first use (or its first since the LRU closed it): compiled outside the lock, so calls to
+        the styles already compiled go on meanwhile; two first calls at once compile it once."""
+        with self._lock:
+            pending = self._pending.setdefault(name, threading.Lock())
+        with pending:
+            with self._lock:
+                entry = self._compiled.get(name)
+                if entry is not None:
+                    entry.users += 1
+                    self._compiled.move_to_end(name)
+                    return entry
+            entry = self._open(name, None)
+            with self._lock:
+                entry.users += 1
+                self._compiled[name] = entry
+                evicted = self._evict()
+        for old in evicted:
+            log.info("styles: closing %s (over device.shape_cache_mb with %s compiled)", old.model.style,
+                     ", ".join(self._compiled))
+            old.pipeline.close()
+        return entry
+
+    def _evict(self) -> list[_Compiled]:
+        """Styles to close, least recently used first, while their engines' memory is over the bound (under
+        the lock). A style in use stays; the newest always stays."""
+        evicted = []
+        for name in list(self._compiled)[:-1]:
+            if sum(e.engine.cache_mb() for e in self._compiled.values()) <= self.config.device.shape_cache_mb:
+                break
+            if self._compiled[name].users == 0:
+                evicted.append(self._compiled.pop(name))
+        return evicted
+
+    def _open(self, name: str, engine: tuple[ModelInfo, Engine] | None) -> _Compiled:
+        if engine is None:
+            from .choice import open_engine  # OpenVINO is imported here, not when edge_anime is
+
+            model_config = self.config.model.model_copy(update={"path": self._specs[name]})
+            engine = open_engine(self.config.model_copy(update={"model": model_config}))
+        model, compiled_engine = engine
+        try:
+            check_style(self.config.output.name_template, model.style)
+        except UnsafeNameError as exc:
+            raise UserError(str(exc)) from None
+        return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle))
+
+
+def style_specs(config: Config) -> dict[str, str]:
+    """Style name -> how ``model.path``/``model.styles`` spell it, the default first; each one resolved (its
+    manifest read and its digests checked), so a missing style is a config error naming its key at start."""
+    specs: dict[str, str] = {}
+    for key, spec in [("model.path", config.model.path),
+                      *((f"model.styles[{i}]", s) for i, s in enumerate(config.model.styles))]:
+        try:
+            info = resolve_model(spec, search_dirs=list(config.model.dirs))
+        except ModelError as exc:
+            raise ModelError(f"{key}: {exc}".replace(f"{key}: model.path: ", f"{key}: ")) from None
+        specs.setdefault(info.style, spec)
+    return specs
 
 
 def _settle(result: JobResult) -> None:

@@ -108,3 +108,51 @@ def _jpeg(image: Image.Image, **options: object) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=95, **options)
     return buffer.getvalue()
+
+
+@pytest.fixture
+def two_styles(write_config: Callable[..., Path]) -> Callable[..., Path]:
+    """The seeded-random IR as the default, the bundled toon as a second style."""
+
+    def write(**device: object) -> Path:
+        return write_config({"model": {"styles": ["toon"]}, "output": {"format": "png"},
+                             "device": {"inference_precision": "f32", **device}})
+
+    return write
+
+
+def test_several_styles_compile_on_first_use_and_stay_under_the_memory_bound(two_styles: Callable[..., Path]) -> None:
+    photo = synthetic_photo(96, 64)
+    with Stylizer(config=two_styles(shape_cache_mb=64)) as s:
+        assert s.styles == ("randgen", "toon") and s.compiled_styles() == ("randgen",)
+        default = np.asarray(s.stylize(photo))
+        toon = np.asarray(s.stylize(photo, style="toon"))
+        assert not np.array_equal(default, toon)
+        assert s.compiled_styles() == ("toon",)  # 64 MB holds one: the idle default was closed
+        assert np.array_equal(np.asarray(s.stylize(photo)), default)  # compiled again, the same picture
+    with Stylizer(config=two_styles()) as roomy:
+        roomy.stylize(photo, style="toon")
+        assert roomy.compiled_styles() == ("randgen", "toon")
+
+
+def test_a_missing_style_is_a_config_error_naming_its_key(write_config: Callable[..., Path],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config({"model": {"styles": ["toon", "nosuchstyle"]}})
+    with pytest.raises(UserError, match=r"model.styles\[1\]: no installed model named 'nosuchstyle'"):
+        Stylizer(config=config)
+    assert main(["config", "check", str(config)]) == 78
+    assert "model.styles[1]: no installed model named 'nosuchstyle'" in capsys.readouterr().err
+
+
+def test_stylize_style_picks_a_served_style(two_styles: Callable[..., Path], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    config = two_styles()
+    synthetic_photo(96, 64).save(tmp_path / "a.jpg")
+    assert main(["stylize", str(tmp_path / "a.jpg"), "-o", str(tmp_path / "out"), "--config", str(config),
+                 "--style", "toon", "-q"]) == 0
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["a_toon.png"]
+    assert main(["stylize", str(tmp_path / "a.jpg"), "-o", str(tmp_path / "out"), "--config", str(config),
+                 "--style", "paprika"]) == 78
+    assert "--style paprika: not served by" in capsys.readouterr().err
+    assert main(["config", "check", str(config)]) == 0
+    assert "also serves toon" in capsys.readouterr().out

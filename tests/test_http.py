@@ -359,3 +359,12 @@ def test_ready_is_sent_to_systemd_when_readyz_says_ready(write_config: Callable[
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0, log.read_text()
+
+
+def test_several_styles_over_http(serve: Callable[..., Server]) -> None:
+    server = serve(model={"styles": ["toon"]})
+    assert json.loads(server.request("/v1/styles")[2]) == {"styles": ["randgen", "toon"], "default": "randgen"}
+    answers = {style: server.request(f"/v1/stylize?style={style}&format=png", data=_jpeg(),
+                                     content_type="image/jpeg") for style in ("randgen", "toon")}
+    assert all(status == 200 for status, _, _ in answers.values())
+    assert answers["randgen"][2] != answers["toon"][2]

@@ -37,8 +37,13 @@ def run(args: argparse.Namespace) -> int:
     model = style if config.model.variant == "auto" else style.with_variant(config.model.variant)
     for info in {v.name: model.with_variant(v.name) for v in model.variants()}.values():
         read_ir(info)  # every IR a start may choose, so a damaged variant fails here and not at a later start
+    from ..stylizer import style_specs
+
+    more = list(style_specs(config))[1:]  # every extra style resolves and reads too: run would need them
+    for spec in config.model.styles:
+        read_ir(resolve_model(spec, search_dirs=list(config.model.dirs)))
     print(f"{config.source}: ok (model {model.name}, variants {', '.join(model.variant_names())}; "
-          f"{_variant_line(config)})")
+          f"{_variant_line(config)}){'; also serves ' + ', '.join(more) if more else ''}")
     return EXIT_OK
 
 

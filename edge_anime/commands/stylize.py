@@ -26,6 +26,7 @@ from ..errors import (
     InputError,
     ModelError,
     TransientError,
+    UserError,
 )
 from ..inputs import InputFilter
 
@@ -52,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="descend into sub-folders of folder inputs (and '**' in globs); the sub-folder "
                              "structure is mirrored under DIR")
+    parser.add_argument("--style", default=None, metavar="NAME",
+                        help="one of the styles the config serves (model.path, model.styles); default: model.path")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
@@ -113,13 +116,13 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
     return path
 
 
-def _stylize_all(config: Config, jobs: list[Job], *, progress: bool) -> list[JobResult]:
+def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult]:
     """The one core every entry point runs on (``Stylizer``: the variant chosen for this box, the shared
     pipeline of decode threads, async inference and encoders)."""
     from ..stylizer import Stylizer
 
     with Stylizer(config) as stylizer:
-        return stylizer.run_jobs(jobs, progress=progress)
+        return stylizer.run_jobs(jobs, style=style, progress=progress)
 
 
 def _describe_failure(result: JobResult) -> tuple[str, bool]:
@@ -135,13 +138,17 @@ def _describe_failure(result: JobResult) -> tuple[str, bool]:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import load_config
-    from ..models import resolve_model
     from ..pipeline import Job
+    from ..stylizer import style_specs
 
     config = load_config(args.config)
-    model = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
+    specs = style_specs(config)  # every style served, resolved: a missing one names its key here
+    style = args.style or next(iter(specs))
+    if style not in specs:
+        raise UserError(f"--style {style}: not served by {config.source}; expected one of {', '.join(specs)} "
+                        "(add it to model.styles)")
     try:
-        naming.check_style(config.output.name_template, model.style)
+        naming.check_style(config.output.name_template, style)
     except naming.UnsafeNameError as exc:
         raise ModelError(str(exc)) from None
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=InputFilter(config.watch))
@@ -155,10 +162,11 @@ def run(args: argparse.Namespace) -> int:
     taken: set[Path] = set()
     jobs = []
     for source in sources:
-        dst = output_path(source, out_dir, config, style=model.style, taken=taken)
+        dst = output_path(source, out_dir, config, style=style, taken=taken)
         dst.parent.mkdir(parents=True, exist_ok=True)
         jobs.append(Job(src=source.path, dst=dst))
-    results = _stylize_all(config, jobs, progress=not args.quiet and sys.stderr.isatty()) if jobs else []
+    progress = not args.quiet and sys.stderr.isatty()
+    results = _stylize_all(config, jobs, style=style, progress=progress) if jobs else []
     failures = list(problems)
     bugs = 0
     for result in results:
