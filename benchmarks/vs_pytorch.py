@@ -75,7 +75,6 @@ def ensure_torchscript() -> Path:
 
 def torch_worker(files: list[Path]) -> dict[str, Any]:
     """The write-up's pipeline, one photo at a time."""
-    import numpy as np
     import psutil
     import torch
     from PIL import Image
@@ -84,20 +83,10 @@ def torch_worker(files: list[Path]) -> dict[str, Any]:
     torch.set_num_interop_threads(1)
     model = torch.jit.load(str(TORCHSCRIPT)).eval()
 
+    from _seed import paint
+
     def one(path: Path, out: Path) -> None:
-        image = Image.open(path).convert("RGB")
-        scale = MAX_SIDE_PX / max(image.size)
-        if scale < 1:  # like max_side: shrink only, then round to the multiple
-            size = tuple(max(MULTIPLE, round(s * scale / MULTIPLE) * MULTIPLE) for s in image.size)
-        else:
-            size = tuple(max(MULTIPLE, round(s / MULTIPLE) * MULTIPLE) for s in image.size)
-        image = image.resize(size, Image.BILINEAR)
-        tensor = torch.from_numpy(np.array(image)).permute(2, 0, 1).float()
-        tensor = (tensor / 255.0 - 0.5) / 0.5
-        with torch.no_grad():
-            result = model(tensor.unsqueeze(0))[0]
-        pixels = ((result.permute(1, 2, 0) + 1) * 127.5).clamp(0, 255).round().to(torch.uint8).numpy()
-        Image.fromarray(pixels).save(out, "JPEG", quality=JPEG_QUALITY)
+        paint(model, Image.open(path)).save(out, "JPEG", quality=JPEG_QUALITY)
 
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:  # warm-up pass: the profiling executor specialises per shape on the first runs

@@ -1,6 +1,7 @@
 """Detection: which inbox files are offered, and when. Real files, real inotify, real polling."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -88,6 +89,19 @@ def test_scan_skips_folders_and_enters_them_only_when_recursive(inbox: Path) -> 
 def test_slow_writer_is_offered_only_when_complete(inbox: Path, detector_factory: object, mode: str) -> None:
     det = detector_factory(detector=mode, settle_seconds=0.5)  # type: ignore[operator]
     path = inbox / "slow.jpg"
+    with _offers(det, path) as offered:
+        with open(path, "wb") as fh:  # one open file, written in chunks over ~1.5 s (pauses shorter than settle)
+            for _ in range(8):
+                fh.write(b"x" * 1000)
+                fh.flush()
+                time.sleep(0.2)
+        _until_offered(offered)
+    assert offered and offered[0] == ("slow.jpg", 8000)
+
+
+@contextlib.contextmanager
+def _offers(det: Detector, path: Path) -> Iterator[list[tuple[str, int]]]:
+    """Every name the detector offers while the block runs, with ``path``'s size at that moment."""
     offered: list[tuple[str, int]] = []
     done = threading.Event()
 
@@ -99,17 +113,17 @@ def test_slow_writer_is_offered_only_when_complete(inbox: Path, detector_factory
 
     reader = threading.Thread(target=watch)
     reader.start()
-    with open(path, "wb") as fh:  # one open file, written in chunks over ~1.5 s (pauses shorter than settle)
-        for _ in range(8):
-            fh.write(b"x" * 1000)
-            fh.flush()
-            time.sleep(0.2)
+    try:
+        yield offered
+    finally:
+        done.set()
+        reader.join()
+
+
+def _until_offered(offered: list[tuple[str, int]]) -> None:
     end = time.monotonic() + DEADLINE_SECONDS
     while not offered and time.monotonic() < end:
         time.sleep(0.02)
-    done.set()
-    reader.join()
-    assert offered and offered[0] == ("slow.jpg", 8000)
 
 
 def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_path: Path,
@@ -135,27 +149,13 @@ def test_a_writer_that_closes_and_reopens_to_append_arrives_as_one_file(inbox: P
     """Issue 13 item 4: ten opens for append used to be ten fragments (g.jpg, g-1.jpg...) in failed/."""
     det = detector_factory(detector="inotify", settle_seconds=1.0)  # type: ignore[operator]
     path = inbox / "g.jpg"
-    offered: list[tuple[str, int]] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            rel = det.get(timeout=0.02)
-            if rel is not None:
-                offered.append((rel, path.stat().st_size))
-
-    reader = threading.Thread(target=watch)
-    reader.start()
-    for _ in range(6):  # close and reopen every 0.4 s: each close is a close-write event
-        with open(path, "ab") as fh:
-            fh.write(b"x" * 1000)
-        time.sleep(0.4)
-    end = time.monotonic() + DEADLINE_SECONDS
-    while not offered and time.monotonic() < end:
-        time.sleep(0.02)
-    time.sleep(0.3)  # a second offer, were there one, would come within a poll or two
-    done.set()
-    reader.join()
+    with _offers(det, path) as offered:
+        for _ in range(6):  # close and reopen every 0.4 s: each close is a close-write event
+            with open(path, "ab") as fh:
+                fh.write(b"x" * 1000)
+            time.sleep(0.4)
+        _until_offered(offered)
+        time.sleep(0.3)  # a second offer, were there one, would come within a poll or two
     assert offered == [("g.jpg", 6000)]
 
 
