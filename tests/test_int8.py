@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,15 +29,24 @@ TEST_FLOOR_DB = 25.0
 
 
 @pytest.fixture(scope="module")
-def int8_folder(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
-    return convert(seeded_checkpoint, name="toon8", precision="int8", output_dir=tmp_path_factory.mktemp("m"),
+def int8_folder(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path, random_ir: Path) -> Path:
+    """The session's fp32 style with an INT8 variant added, as `convert --name toon --precision int8` does
+    for the bundled style: same checkpoint, same folder."""
+    out = tmp_path_factory.mktemp("m")
+    shutil.copytree(random_ir, out / random_ir.name)
+    return convert(seeded_checkpoint, name=random_ir.name, precision="int8", output_dir=out,
                    calib_count=CALIB_COUNT, verify_limit=2, verify_sizes_hw=SMALL_SIZES, floor_db=TEST_FLOOR_DB)
 
 
 def test_int8_converts_and_manifest_records_the_setup(int8_folder: Path) -> None:
-    info = load_model_info(int8_folder)
+    style = load_model_info(int8_folder)
+    assert style.variant_names() == ["fp32", "int8"] and style.precision == "fp32"  # added, default kept
+    info = style.with_variant("int8")
+    assert info.xml.name == "model_int8.xml" and info.quality_db == info.manifest["quality"]["psnr_db"]["min"]
+    assert info.manifest["quality"]["reference"] == "fp32 IR"
     q = info.manifest["quantization"]
     assert info.precision == "int8"
+    assert info.quality_db == q["psnr_vs_fp32_db"]["min"]
     assert q["preset"] == DEFAULT_INT8.preset and q["ignore"] == list(DEFAULT_INT8.ignore)
     assert q["calibration_images"] == CALIB_COUNT and q["calibration_source"]
     assert q["psnr_vs_fp32_db"]["min"] > 20 and q["psnr_vs_torch_db"] == info.manifest["verification"]["psnr_db"]

@@ -6,6 +6,10 @@ from pathlib import Path
 
 from ..errors import EXIT_OK
 
+PROBE_SECONDS = 2.0  # per candidate, as at a first start
+MIN_PROBE_SECONDS = 0.2
+VARIANT_SHARE = 0.02  # of --budget per candidate for the variant table, so a short budget stays short
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_dir", type=Path, metavar="INPUT_DIR", help="folder of real photos")
@@ -38,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
     files = input_files(args.input_dir, config.watch.extensions)[: args.images]
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
-    variants = variant_table(style, variant_figures(config, style),
+    seconds = min(PROBE_SECONDS, max(MIN_PROBE_SECONDS, VARIANT_SHARE * args.budget))  # per candidate
+    variants = variant_table(style, variant_figures(config, style, seconds=seconds),
                              probe_shape(config.image, multiple=style.size_multiple))
     print(variants)
     trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db)
