@@ -215,7 +215,7 @@ def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path:
     listed = subprocess.run([sys.executable, "-m", "edge_anime", "models", "list", "--dir", str(style.parent)],
                             capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     rows = [line.split() for line in listed.stdout.splitlines()]
-    assert ["randgen", "fp32", "*"] == rows[1][:3] and rows[2][0] == "fp16"
+    assert rows[1][:3] == ["randgen", "fp32", "*"] and rows[2][0] == "fp16"
 
 
 def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Callable[..., Path]) -> None:
