@@ -276,6 +276,15 @@ class Engine:
         with self._lock:
             return any(c is compiled for c in self._cache.values())
 
+    def close(self) -> None:
+        """Drop the compiled models now, while the interpreter is whole: left to its teardown, OpenVINO's
+        objects may be destroyed after the threads they need (an abort at exit, seen once in a test)."""
+        with self._lock:
+            self._cache.clear()
+            self._released.clear()
+            self._sync_requests.clear()
+            self._dynamic = None
+
     def cached_shapes(self) -> list[tuple[int, int]]:
         """(H, W) of the static models held, least recently used first."""
         with self._lock:

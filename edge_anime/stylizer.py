@@ -58,6 +58,12 @@ class _Compiled:
     engine: Engine
     pipeline: Pipeline
     users: int = 0
+    owned: bool = True  # False for an engine its owner passed in (the watch folder's): never closed here
+
+    def close(self) -> None:
+        self.pipeline.close()
+        if self.owned:
+            self.engine.close()
 
 
 class Stylizer:
@@ -159,7 +165,7 @@ class Stylizer:
             compiled, self._compiled = list(self._compiled.values()), OrderedDict()
         for entry in compiled:
             entry.pipeline.drain(timeout_s=None)
-            entry.pipeline.close()
+            entry.close()
 
     def __enter__(self) -> Stylizer:
         return self
@@ -210,7 +216,7 @@ class Stylizer:
         for old in evicted:
             log.info("styles: closing %s (over device.shape_cache_mb with %s compiled)", old.model.style,
                      ", ".join(self._compiled))
-            old.pipeline.close()
+            old.close()
         return entry
 
     def _evict(self) -> list[_Compiled]:
@@ -230,12 +236,15 @@ class Stylizer:
 
             model_config = self.config.model.model_copy(update={"path": self._specs[name]})
             engine = open_engine(self.config.model_copy(update={"model": model_config}))
+            owned = True
+        else:
+            owned = False
         model, compiled_engine = engine
         try:
             check_style(self.config.output.name_template, model.style)
         except UnsafeNameError as exc:
             raise UserError(str(exc)) from None
-        return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle))
+        return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle), owned=owned)
 
 
 def style_specs(config: Config) -> dict[str, str]:
