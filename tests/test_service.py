@@ -502,6 +502,7 @@ def test_status_command_and_metrics_endpoint(
     status = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert status.returncode == 0 and "state:     ready" in status.stdout and "processed: 2" in status.stdout
+    assert "variant:   fp32 at " in status.stdout  # what runs, and how it was chosen
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "edge_anime_processed_total 2.0" in body
     assert 'edge_anime_stage_seconds_count{stage="infer"} 2.0' in body and "edge_anime_queue_depth" in body

@@ -66,6 +66,8 @@ def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None
          f"retries: {counts.get('retried', 0)}   in flight: {counts.get('in_flight', 0)}   "
          f"queued: {counts.get('queued', 0)}"),
     ]
+    if data.get("variant"):
+        lines.append(f"variant:   {data.get('variant')}")
     paused = data.get("paused")
     if isinstance(paused, dict):
         lines.append(f"paused:    {paused.get('reason')} (for {paused.get('seconds')} s)")

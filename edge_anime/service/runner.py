@@ -218,7 +218,8 @@ class Service:
         status = Status(state=self.acct.shown_state(self.core.pause), worker_id=self.worker.worker_id,
                         model=self.model.name, detector=self.detector.mode, config=str(self.config_path),
                         config_hash=self.core.handler.config_hash, counts=self.acct.counts, last=self.acct.last,
-                        started=self.acct.started, paused=self.acct.pause_info(self.core.pause))
+                        started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
+                        variant=str((self.engine.choice or {}).get("summary", "")))
         try:
             write_status(self.config.status_file(), status)
         except OSError as exc:

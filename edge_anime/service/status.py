@@ -44,6 +44,7 @@ class Status:
     counts: Counts = field(default_factory=Counts)
     last: dict[str, Any] | None = None          # the last image: name, result, seconds
     paused: dict[str, Any] | None = None        # while intake is paused: reason, seconds
+    variant: str = ""                           # which IR at which precision runs, and why (choice)
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)
