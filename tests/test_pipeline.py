@@ -161,7 +161,10 @@ def test_sizes_changing_every_job_under_a_tight_memory_bound(write_config: Calla
     jobs = _jobs(make_photo, tmp_path / "out", 9)
     results = run_jobs(engine, bounded, jobs)
     assert all(r.ok for r in results), [r.error for r in results]
-    assert len(engine.cached_shapes()) == 3 and engine.released_shapes()  # all kept compiled, some released
+    # Within the bound at the end. How it got there depends on timing: an idle shape gives its memory back
+    # and stays compiled (test_engine.py checks that deterministically), a shape still inferring when another
+    # needs room cannot (the plugin refuses) and is dropped, its queue kept until its inference is done.
+    assert engine.cache_mb() <= 200 or len(engine.cached_shapes()) == 1
     roomy = load_config(write_config({"image": {"max_side": 64}, "device": {"inference_precision": "f32"}}))
     reference = run_jobs(Engine(engine.model_info, roomy.device), roomy,
                          _jobs(make_photo, tmp_path / "reference", 9))
