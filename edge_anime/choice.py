@@ -174,13 +174,9 @@ def choose(config: Config, style: ModelInfo, *, core: ov.Core | None = None,
            seconds: float | None = None) -> Choice:
     """The candidate to run: pinned, the only one, read from a matching cached decision, or measured now."""
     core = core if core is not None else ov.Core()
-    candidates = candidates_for(config, style, core)  # a pinned unknown variant fails here, naming the key
-    if config.model.variant != "auto":
-        style.with_variant(config.model.variant, verify=False)
-    shape = probe_shape(config.image, multiple=style.size_multiple)
-    if len(candidates) == 1:
-        how = "pinned" if config.model.variant != "auto" and config.device.inference_precision != "auto" else "only"
-        return Choice(candidates[0].variant, candidates[0].precision, how, shape)
+    candidates, shape, fixed = _without_measuring(config, style, core)
+    if fixed is not None:
+        return fixed
     key = decision_key(config, style, shape)
     path = decision_path(config, style, shape)
     if path is None:
@@ -196,17 +192,26 @@ def choose(config: Config, style: ModelInfo, *, core: ov.Core | None = None,
         return choice
 
 
+def _without_measuring(config: Config, style: ModelInfo, core: ov.Core
+                       ) -> tuple[list[Candidate], tuple[int, int], Choice | None]:
+    """The candidates, the probe's shape, and the choice when there is nothing to measure (pinned or only)."""
+    candidates = candidates_for(config, style, core)  # a pinned unknown variant fails here, naming the key
+    if config.model.variant != "auto":
+        style.with_variant(config.model.variant, verify=False)
+    shape = probe_shape(config.image, multiple=style.size_multiple)
+    if len(candidates) != 1:
+        return candidates, shape, None
+    how = "pinned" if config.model.variant != "auto" and config.device.inference_precision != "auto" else "only"
+    return candidates, shape, Choice(candidates[0].variant, candidates[0].precision, how, shape)
+
+
 def cached_choice(config: Config, style: ModelInfo, *, core: ov.Core | None = None) -> Choice | str:
     """What a start would run without measuring anything: the pinned or only candidate, or the cached
     decision for this box; else a sentence saying the next start measures (for ``config show``/``status``)."""
     core = core if core is not None else ov.Core()
-    candidates = candidates_for(config, style, core)
-    if config.model.variant != "auto":
-        style.with_variant(config.model.variant, verify=False)
-    shape = probe_shape(config.image, multiple=style.size_multiple)
-    if len(candidates) == 1:
-        how = "pinned" if config.model.variant != "auto" and config.device.inference_precision != "auto" else "only"
-        return Choice(candidates[0].variant, candidates[0].precision, how, shape)
+    candidates, shape, fixed = _without_measuring(config, style, core)
+    if fixed is not None:
+        return fixed
     path = decision_path(config, style, shape)
     found = read_decision(path, decision_key(config, style, shape), style) if path is not None else None
     if found is not None:
