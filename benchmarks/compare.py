@@ -125,7 +125,7 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
             continue
         raw.setdefault(section, {}).update(values)
     config = parse_config(raw, base_dir=REPO)
-    files = input_files(photos, config.watch.extensions)[:limit]
+    files = input_files(photos, config.watch)[:limit]
     report = measure(config, files, repeat=1, warmup=1)
     eff = report["plugin"]["effective"]
     return {"images_per_s": report["images_per_s"], "latency_p50_s": report["latency_s"]["p50"],

@@ -58,7 +58,7 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
     for section, values in overrides.items():
         raw.setdefault(section, {}).update(values)
     config = parse_config(raw, base_dir=REPO)
-    files = input_files(photos, config.watch.extensions)[:limit]
+    files = input_files(photos, config.watch)[:limit]
     report = measure(config, files, repeat=1, warmup=0)
     return {"peak_rss_mb": report["peak_rss_mb"], "images": report["ok"], "failed": report["failed"],
             "streams": report["plugin"]["effective"].get("NUM_STREAMS"),

@@ -77,7 +77,7 @@ def worker(model_dir: Path, precision: str, photos: Path, limit: int | None, ima
            "image": {"resize": "fixed", "fixed": f"{SIZE_HW[1]}x{SIZE_HW[0]}"},
            "output": {"format": "jpeg", "quality": 92}}
     config = parse_config(raw, base_dir=REPO)
-    files = input_files(photos, config.watch.extensions)[:limit]
+    files = input_files(photos, config.watch)[:limit]
     files = list(itertools.islice(itertools.cycle(files), max(images, len(files))))
     report = measure(config, files, repeat=1, warmup=1)
     return {"images_per_s": report["images_per_s"], "cpu_utilisation_pct": report["cpu_utilisation_pct"],

@@ -23,11 +23,12 @@ import psutil
 from pydantic import BaseModel, ValidationError
 
 from .choice import open_engine
-from .config import Config, format_validation_error
+from .config import Config, WatchSection, format_validation_error
 from .engine import Engine
 from .errors import ConfigError, UserError
 from .host import usable_cores
 from .imaging import output_extension
+from .inputs import InputFilter
 from .pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
 
 log = logging.getLogger(__name__)
@@ -54,14 +55,15 @@ class PassFigures:
         return self.ok / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def input_files(folder: Path, extensions: list[str]) -> list[Path]:
-    """The image files directly in ``folder`` with one of ``extensions``, sorted for repeatable runs."""
+def input_files(folder: Path, watch: WatchSection) -> list[Path]:
+    """The images directly in ``folder`` that the watch folder would take (``inputs.InputFilter``: no hidden,
+    partial or temp files), sorted for repeatable runs."""
     if not folder.is_dir():
         raise UserError(f"INPUT_DIR: {folder} is not a folder")
-    wanted = {e.lower().lstrip(".") for e in extensions}
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower().lstrip(".") in wanted)
+    accept = InputFilter(watch)
+    files = accept.files_in(folder, recursive=False)
     if not files:
-        raise UserError(f"INPUT_DIR: no images ({', '.join(sorted(wanted))}) in {folder}")
+        raise UserError(f"INPUT_DIR: no images ({', '.join(sorted(accept.extensions))}) in {folder}")
     return files
 
 

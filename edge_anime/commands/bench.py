@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side,
                             variant=args.variant, precision=args.precision)
-    files = input_files(args.input_dir, config.watch.extensions)
+    files = input_files(args.input_dir, config.watch)
     report = measure(config, files, repeat=args.repeat, warmup=args.warmup)
     print(format_report(report))
     if args.json is not None:

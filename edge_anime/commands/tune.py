@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.images < 1:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")
     config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
-    files = input_files(args.input_dir, config.watch.extensions)[: args.images]
+    files = input_files(args.input_dir, config.watch)[: args.images]
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     seconds = min(PROBE_SECONDS, max(MIN_PROBE_SECONDS, VARIANT_SHARE * args.budget))  # per candidate
     variants = variant_table(style, variant_figures(config, style, seconds=seconds),
