@@ -105,26 +105,31 @@ def psnr_db(a: np.ndarray, b: np.ndarray) -> float:
 def run_for(engine: Engine, picture: np.ndarray, *, seconds: float) -> tuple[int, float, np.ndarray]:
     """Keep ``engine.num_requests`` requests busy on ``picture`` for about ``seconds`` (at least one round
     of requests); returns (inferences finished, wall seconds, one output picture)."""
+    # Plain requests waited on in turn, not an AsyncInferQueue with a Python callback: a queue made and
+    # dropped per call deadlocked about one tune run in three (its destructor waiting, GIL held, on a
+    # callback that needs the GIL), and round-robin waits keep every request just as busy.
     compiled = engine.compiled(*picture.shape[:2])
-    queue = ov.AsyncInferQueue(compiled, engine.num_requests)
+    requests = [compiled.create_infer_request() for _ in range(engine.num_requests)]
     tensor = {0: np.ascontiguousarray(picture)[None]}
-    done = 0
-    kept: list[np.ndarray] = []
-
-    def finished(request: ov.InferRequest, _userdata: Any) -> None:
-        nonlocal done
-        done += 1
-        if not kept:
-            kept.append(np.array(request.get_output_tensor(0).data[0], copy=True))
-
-    queue.set_callback(finished)
     started = time.perf_counter()
-    submitted = 0
-    while submitted < engine.num_requests or time.perf_counter() - started < seconds:
-        queue.start_async(tensor, share_inputs=True)  # blocks while every request is busy
-        submitted += 1
-    queue.wait_all()
-    return done, time.perf_counter() - started, kept[0]
+    for request in requests:
+        request.start_async(tensor, share_inputs=True)
+    done = 0
+    kept: np.ndarray | None = None
+    active = requests
+    while active:  # every request runs at least once; each goes again while time is left
+        still = []
+        for request in active:
+            request.wait()
+            done += 1
+            if kept is None:
+                kept = np.array(request.get_output_tensor(0).data[0], copy=True)
+            if time.perf_counter() - started < seconds:
+                request.start_async(tensor, share_inputs=True)
+                still.append(request)
+        active = still
+    assert kept is not None
+    return done, time.perf_counter() - started, kept
 
 
 def _record(timing: Timing, done: int, wall: float) -> None:
