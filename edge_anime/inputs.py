@@ -5,10 +5,16 @@ A name is taken when it has one of ``watch.extensions`` and neither it nor a fol
 of edge-anime's own temp names. Before this, bench counted hidden and temp files that stylize skipped and
 the watch folder never took. A file named explicitly on stylize's command line is the exception: the person
 asked for it, so the decoder decides.
+
+Style routing (the watch folder with several styles): a first-level folder of the inbox named after a served
+style is a *route*: it is always entered, whatever ``watch.recursive`` says, and its files get that style
+(``style_of``). Folders below a route follow ``watch.recursive`` like any other. A *held* name is a style that
+a reload stopped serving: its folder is not entered, so the files waiting there stay untouched.
 """
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from pathlib import Path
 
 from .config import WatchSection
@@ -18,10 +24,27 @@ from .fsutil import is_temp_name
 class InputFilter:
     """Which names may be taken (``watch`` config): not ignored, a wanted extension, not our own temp files."""
 
-    def __init__(self, watch: WatchSection) -> None:
+    def __init__(self, watch: WatchSection, *, routes: Iterable[str] = (), held: Iterable[str] = ()) -> None:
         self.patterns = list(watch.ignore_patterns)
         self.extensions = {e.lower().lstrip(".") for e in watch.extensions}
         self.recursive = watch.recursive
+        self.routes = frozenset(routes)
+        self.held = frozenset(held) - self.routes
+
+    def style_of(self, rel: str) -> str | None:
+        """The style a route gives ``rel`` (inbox-relative); None for the default style."""
+        head, sep, _rest = rel.partition("/")
+        return head if sep and head in self.routes else None
+
+    def enters(self, rel_dir: str, *, recursive: bool | None = None) -> bool:
+        """Whether the folder ``rel_dir`` is searched: a route always, a held style's folder never, any
+        other only in recursive mode; ignored names (hidden, temp) never."""
+        parts = rel_dir.split("/")
+        if any(self.ignored(p) for p in parts) or parts[0] in self.held:
+            return False
+        if len(parts) == 1 and parts[0] in self.routes:
+            return True
+        return self.recursive if recursive is None else recursive
 
     def ignored(self, name: str) -> bool:
         return is_temp_name(name) or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
@@ -30,7 +53,7 @@ class InputFilter:
         """``rel``: a path relative to the folder searched, '/'-separated; ``recursive`` overrides the
         config's ``watch.recursive`` (stylize's ``-r``)."""
         parts = rel.split("/")
-        if len(parts) > 1 and not (self.recursive if recursive is None else recursive):
+        if len(parts) > 1 and not self.enters("/".join(parts[:-1]), recursive=recursive):
             return False
         if any(self.ignored(p) for p in parts):
             return False
@@ -56,7 +79,7 @@ class InputFilter:
             for entry in sorted(current.iterdir()):
                 rel = entry.relative_to(folder).as_posix()
                 if entry.is_dir() and not entry.is_symlink():
-                    if deep and not self.ignored(entry.name):
+                    if self.enters(rel, recursive=deep):
                         stack.append(entry)
                 elif entry.is_file() and self.accepts(rel, recursive=deep):
                     found.append(entry)

@@ -59,6 +59,7 @@ class _Compiled:
     pipeline: Pipeline
     users: int = 0
     owned: bool = True  # False for an engine its owner passed in (the watch folder's): never closed here
+    retired: bool = False  # no longer served (a reload dropped it): closed when its last job ends
 
     def close(self) -> None:
         self.pipeline.close()
@@ -104,6 +105,12 @@ class Stylizer:
         return self._compiled[self.styles[0]].pipeline.max_in_flight if self.styles[0] in self._compiled \
             else 2 * self.engine.num_requests
 
+    def model_of(self, style: str) -> ModelInfo | None:
+        """The variant ``style`` runs when it is compiled now (its digests go into error reports), else None."""
+        with self._lock:
+            entry = self._compiled.get(style)
+        return entry.model if entry is not None else None
+
     def compiled_styles(self) -> tuple[str, ...]:
         """The styles compiled now, least recently used first."""
         with self._lock:
@@ -119,13 +126,35 @@ class Stylizer:
     def run(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> JobResult:
         """``stylize`` with the whole result: the picture in ``image``, the seconds per stage in ``timings_s``
         (the HTTP service's Server-Timing), the decoded and output sizes. Raises as ``stylize`` does."""
-        job = _job_for(image, tag=Future())
-        with self._using(style) as compiled:
-            compiled.pipeline.submit(job)
-            result: JobResult = job.tag.result(timeout=timeout)
+        result = self.submit(_job_for(image), style=style).result(timeout=timeout)
         if result.error is not None:
             raise result.error
         return result
+
+    def submit(self, job: Job, *, style: str | None = None) -> Future[JobResult]:
+        """Start one job on ``style``'s pipeline and return at once (blocking only while the pipeline's
+        in-flight slots are all taken): the watch folder's way in. The future's result never raises; a
+        failed job has ``error`` set. The job's ``tag`` is replaced by the future on the result's ``job``.
+        The style counts as in use until the job ends, so the LRU never closes it under a running job."""
+        future: Future[JobResult] = Future()
+        with self._using(style) as compiled:
+            with self._lock:
+                compiled.users += 1  # held past the with: released when the job ends
+
+            def release(_done: Future[JobResult]) -> None:
+                with self._lock:
+                    compiled.users -= 1
+                    last = compiled.retired and compiled.users == 0
+                if last:  # not on this thread: it is one of the pipeline's own, which close() joins
+                    threading.Thread(target=compiled.close, name="edge-anime-retire", daemon=True).start()
+
+            future.add_done_callback(release)
+            try:
+                compiled.pipeline.submit(dataclasses.replace(job, tag=future))
+            except BaseException:
+                release(future)
+                raise
+        return future
 
     def run_jobs(self, jobs: Iterable[Job], *, style: str | None = None, progress: bool = False) -> list[JobResult]:
         """File jobs (``stylize``'s batch): every job's result, in order, failures included, never raised.
@@ -145,16 +174,51 @@ class Stylizer:
 
         futures: list[Future[JobResult]] = []
         try:
-            with self._using(style) as compiled:
-                for job in originals:
-                    future: Future[JobResult] = Future()
-                    future.add_done_callback(tick)
-                    futures.append(future)
-                    compiled.pipeline.submit(dataclasses.replace(job, tag=future))
-                return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
+            for job in originals:
+                future = self.submit(job, style=style)
+                future.add_done_callback(tick)
+                futures.append(future)
+            return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
         finally:
             if bar is not None:
                 bar.close()
+
+    def set_styles(self, config: Config) -> tuple[list[str], list[str]]:
+        """A reload that changed only ``model.styles``: serve the new list, compiling nothing now (a new style
+        compiles on first use, like any) and closing a dropped style once its last job ends. The default
+        style and every other setting stay: a change to those needs a new Stylizer. Returns (added, removed);
+        a missing style raises ModelError naming its key, and nothing changes."""
+        specs = style_specs(config)
+        if next(iter(specs)) != self.styles[0]:
+            raise ValueError("set_styles keeps the default style; build a new Stylizer to change model.path")
+        closing: list[_Compiled] = []
+        with self._lock:
+            old = self._specs
+            added = [name for name in specs if name not in old]
+            removed = [name for name in old if name not in specs]
+            self._specs, self.config = specs, config
+            for name in removed:
+                entry = self._compiled.pop(name, None)
+                if entry is None:
+                    continue
+                entry.retired = True
+                if entry.users == 0:
+                    closing.append(entry)
+        for entry in closing:
+            entry.close()
+        return added, removed
+
+    def handover(self, config: Config) -> Stylizer:
+        """A Stylizer for changed image, output or pipeline settings (same model and device sections) that
+        takes this one's compiled default style over instead of compiling it again; the other styles compile
+        on first use. Close this one afterwards: it then closes its pipelines but not the engine it gave."""
+        with self._lock:
+            entry = self._compiled.get(self.styles[0])
+        if entry is None or config.model != self.config.model or config.device != self.config.device:
+            return Stylizer(config)
+        successor = Stylizer(config, engine=(entry.model, entry.engine))
+        successor._compiled[successor.styles[0]].owned, entry.owned = entry.owned, False
+        return successor
 
     def close(self) -> None:
         """Finish what was submitted, then free the threads and the compiled models."""
@@ -195,6 +259,9 @@ class Stylizer:
         finally:
             with self._lock:
                 entry.users -= 1
+                last = entry.retired and entry.users == 0
+            if last:
+                entry.close()
 
     def _compile(self, name: str) -> _Compiled:
         """A style's first use (or its first since the LRU closed it): compiled outside the lock, so calls to
@@ -268,13 +335,13 @@ def _settle(result: JobResult) -> None:
         future.set_result(result)
 
 
-def _job_for(image: ImageSource, *, tag: Future[JobResult]) -> Job:
+def _job_for(image: ImageSource) -> Job:
     if isinstance(image, (str, Path)):
-        return Job(src=Path(image), dst=None, tag=tag)
+        return Job(src=Path(image), dst=None)
     if isinstance(image, (bytes, bytearray)):
-        return Job(src=MEMORY_LABEL, dst=None, tag=tag, data=bytes(image))
+        return Job(src=MEMORY_LABEL, dst=None, data=bytes(image))
     if isinstance(image, Image.Image):
-        return Job(src=MEMORY_LABEL, dst=None, tag=tag, data=_as_tiff(image))
+        return Job(src=MEMORY_LABEL, dst=None, data=_as_tiff(image))
     raise TypeError(f"stylize takes a PIL image, encoded image bytes or a file path, not {type(image).__name__}")
 
 

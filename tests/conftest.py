@@ -104,6 +104,31 @@ def write_config(tmp_path: Path, random_ir: Path) -> Callable[..., Path]:
     return write
 
 
+@pytest.fixture
+def services() -> Iterator[list[Any]]:
+    """Started `edge-anime run` processes (test_service.Service), killed at the end whatever happened."""
+    started: list[Any] = []
+    yield started
+    for svc in started:
+        svc.kill()
+
+
+@pytest.fixture
+def config(write_config: Callable[..., Path], tmp_path: Path) -> Callable[..., Path]:
+    """A config for the service; overrides merge per section. Drain 20 s, retries fast."""
+
+    def make(overrides: dict[str, dict[str, Any]] | None = None, *, name: str = "config.yaml") -> Path:
+        merged: dict[str, dict[str, Any]] = {
+            "watch": {"retry": {"initial_seconds": 0.2, "max_seconds": 1.0, "max_attempts": 50}},
+            "service": {"drain_timeout_seconds": 20.0},
+        }
+        for section, values in (overrides or {}).items():
+            merged.setdefault(section, {}).update(values)
+        return write_config(merged, name=name)
+
+    return make
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

@@ -313,7 +313,8 @@ def test_run_serves_http_beside_the_watch_folder_on_one_engine(write_config: Cal
         assert done.exists() and len(list((tmp_path / "watch" / "outbox").iterdir())) == 1
         assert log.read_text().count("engine: randgen (fp32) on CPU") == 1  # compiled once, shared
         metrics = server.request("/metrics")[2].decode()  # one registry: the watch folder's and HTTP's
-        assert "edge_anime_processed_total 1.0" in metrics and "edge_anime_http_requests_total" in metrics
+        assert 'edge_anime_processed_total{style="randgen"} 1.0' in metrics
+        assert "edge_anime_http_requests_total" in metrics
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0, log.read_text()
     finally:

@@ -40,3 +40,19 @@ def test_a_glob_takes_what_a_folder_would_and_a_named_file_is_always_tried(tmp_p
     assert sorted(s.path.name for s in sources) == ["B.PNG", "a.jpg"]
     named, problems = collect_sources([str(root / "f.gif")], recursive=False, accept=accept)
     assert [s.path.name for s in named] == ["f.gif"] and problems == []
+
+
+def test_style_routes_are_entered_whatever_recursive_says_and_held_styles_never(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    for name in ("a.jpg", "toon/b.jpg", "toon/deep/c.jpg", "paprika/d.jpg", "other/e.jpg", ".toon/f.jpg"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+    flat = InputFilter(WatchSection(), routes=("toon",), held=("paprika",))
+    assert sorted(scan(root, flat)) == ["a.jpg", "toon/b.jpg"]
+    deep = InputFilter(WatchSection(recursive=True), routes=("toon",), held=("paprika",))
+    assert sorted(scan(root, deep)) == ["a.jpg", "other/e.jpg", "toon/b.jpg", "toon/deep/c.jpg"]
+    assert [deep.style_of(r) for r in ("a.jpg", "toon/b.jpg", "toon/deep/c.jpg", "other/e.jpg", "toon")] == \
+        [None, "toon", "toon", None, None]
+    # A held name that is served again is a route, not held.
+    again = InputFilter(WatchSection(), routes=("toon", "paprika"), held=("paprika",))
+    assert sorted(scan(root, again)) == ["a.jpg", "paprika/d.jpg", "toon/b.jpg"]

@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.request
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +97,6 @@ class Service:
             self.proc.wait()
 
 
-@pytest.fixture
-def services() -> Iterator[list[Service]]:
-    """Started services, killed at the end whatever happened (never leave processes behind)."""
-    started: list[Service] = []
-    yield started
-    for svc in started:
-        svc.kill()
-
-
 def start(services: list[Service], config: Path, log: Path, *, env: dict[str, str] | None = None) -> Service:
     """Start a service, track it for the end-of-test kill, and wait until it is ready."""
     svc = Service(config, log, env=env)
@@ -144,22 +135,6 @@ def copy_in(sources: list[Path], inbox: Path) -> None:
     """Data only (shutil.copy's chmod after close races the claim: the file is already gone)."""
     for src in sources:
         shutil.copyfile(src, inbox / src.name)
-
-
-@pytest.fixture
-def config(write_config: Callable[..., Path], tmp_path: Path) -> Callable[..., Path]:
-    """A config for the service; overrides merge per section. Drain 20 s, retries fast."""
-
-    def make(overrides: dict[str, dict[str, Any]] | None = None, *, name: str = "config.yaml") -> Path:
-        merged: dict[str, dict[str, Any]] = {
-            "watch": {"retry": {"initial_seconds": 0.2, "max_seconds": 1.0, "max_attempts": 50}},
-            "service": {"drain_timeout_seconds": 20.0},
-        }
-        for section, values in (overrides or {}).items():
-            merged.setdefault(section, {}).update(values)
-        return write_config(merged, name=name)
-
-    return make
 
 
 class OutputWatcher(threading.Thread):
@@ -504,7 +479,7 @@ def test_status_command_and_metrics_endpoint(
     assert status.returncode == 0 and "state:     ready" in status.stdout and "processed: 2" in status.stdout
     assert "variant:   fp32 at " in status.stdout  # what runs, and how it was chosen
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    assert "edge_anime_processed_total 2.0" in body
+    assert 'edge_anime_processed_total{style="randgen"} 2.0' in body
     assert 'edge_anime_stage_seconds_count{stage="infer"} 2.0' in body and "edge_anime_queue_depth" in body
     assert svc.stop() == 0
     after = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],

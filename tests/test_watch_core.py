@@ -20,6 +20,7 @@ from edge_anime import naming
 from edge_anime.config import Config
 from edge_anime.errors import InputError, TransientError
 from edge_anime.fsutil import write_atomic
+from edge_anime.inputs import InputFilter
 from edge_anime.watch.claim import Claim, WorkerDir
 from edge_anime.watch.core import WatchCore
 from edge_anime.watch.folders import Folders, prepare_folders
@@ -82,7 +83,7 @@ class Rig:
         self.worker = WorkerDir(self.folders.work, "w1")
         self.worker.acquire()
         self.handler = Handler(config=self.config, folders=self.folders, worker=self.worker, style=style,
-                               model_hash="0" * 64)
+                               accept=InputFilter(self.config.watch), model_hash=lambda _style: "0" * 64)
         self.clock, self.source, self.events = Clock(), Source(), Events()
         self.submitted: list[tuple[Claim, Path]] = []
         self.probe_error: OSError | None = None

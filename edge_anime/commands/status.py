@@ -68,6 +68,15 @@ def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None
     ]
     if data.get("variant"):
         lines.append(f"variant:   {data.get('variant')}")
+    styles = data.get("styles")
+    if isinstance(styles, dict) and styles:
+        for i, (name, info) in enumerate(styles.items()):
+            info = info if isinstance(info, dict) else {}
+            notes = [word for word, on in (("default", i == 0), ("compiled", info.get("compiled")),
+                                           ("no longer served", info.get("served") is False)) if on]
+            label = "styles:" if i == 0 else ""
+            lines.append(f"{label:<11}{name}: {info.get('processed', '?')} done, {info.get('failed', '?')} failed"
+                         + (f" ({', '.join(notes)})" if notes else ""))
     paused = data.get("paused")
     if isinstance(paused, dict):
         lines.append(f"paused:    {paused.get('reason')} (for {paused.get('seconds')} s)")

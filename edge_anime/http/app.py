@@ -113,6 +113,12 @@ class Service:
             old.close()
         log.info("reloaded: serving %s", ", ".join(stylizer.styles))
 
+    def adopt(self, stylizer: Stylizer, config: Config) -> None:
+        """The owner (the watch folder) rebuilt its Stylizer on a reload: serve the new one from now on.
+        Requests already on the old one finish there; the owner closes it."""
+        self._given = stylizer
+        self.reload(config)
+
     # -- admission ---------------------------------------------------------------------------------------
     def admit(self) -> None:
         with self._lock:

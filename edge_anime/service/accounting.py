@@ -25,6 +25,7 @@ class Accounting:
 
     def __init__(self) -> None:
         self.counts = Counts()
+        self.per_style: dict[str, Counts] = {}
         self.metrics = Metrics()
         self.last: dict[str, Any] | None = None
         self.state = "starting"
@@ -33,13 +34,14 @@ class Accounting:
     # --- Events -------------------------------------------------------------------------------------
     def verdict(self, claim: Claim, verdict: Verdict, result: Any | None) -> None:
         timings = dict(getattr(result, "timings_s", None) or {})
-        fields: dict[str, Any] = {"file": claim.rel, "result": verdict.outcome.value}
+        fields: dict[str, Any] = {"file": claim.rel, "result": verdict.outcome.value, "style": claim.style}
         name = log_name(claim.rel)
         if verdict.outcome is Outcome.DONE:
             self._done(claim, verdict, result, timings, fields)
         elif verdict.outcome is Outcome.FAILED:
             self.counts.failed += 1
-            self.metrics.failed.labels(stage=verdict.stage).inc()
+            self._style(claim).failed += 1
+            self.metrics.failed.labels(stage=verdict.stage, style=claim.style).inc()
             fields.update(stage=verdict.stage, reason=verdict.reason, moved_to=str(verdict.where))
             log.warning("failed %s at %s: %s", name, verdict.stage, verdict.reason, extra={FIELDS_ATTR: fields})
         elif verdict.outcome is Outcome.RETRY:
@@ -63,7 +65,8 @@ class Accounting:
     def _done(self, claim: Claim, verdict: Verdict, result: Any, timings: dict[str, float],
               fields: dict[str, Any]) -> None:
         self.counts.processed += 1
-        self.metrics.processed.inc()
+        self._style(claim).processed += 1
+        self.metrics.processed.labels(style=claim.style).inc()
         self.metrics.observe(timings)
         fields.update(output=str(verdict.where), in_size=getattr(result, "in_size", None),
                       out_size=getattr(result, "out_size", None), timings_s=timings)
@@ -83,6 +86,9 @@ class Accounting:
         log.info("intake resumed after %.1f s paused", paused_s,
                  extra={FIELDS_ATTR: {"event": "resumed", "paused_s": round(paused_s, 3)}})
 
+    def _style(self, claim: Claim) -> Counts:
+        return self.per_style.setdefault(claim.style, Counts())
+
     # --- read by the shell --------------------------------------------------------------------------
     def shown_state(self, pause: Pause | None) -> str:
         """The state word for the status file: 'paused' while a ready service holds intake."""
@@ -96,6 +102,14 @@ class Accounting:
         if pause is None:
             return None
         return {"reason": pause.reason, "seconds": round(time.monotonic() - pause.since, 1)}
+
+    def style_counts(self, served: tuple[str, ...], compiled: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """Per style for the status file: what each has done, and whether it is compiled now (a style no
+        longer served keeps its line while this process runs)."""
+        names = list(served) + [s for s in self.per_style if s and s not in served]
+        return {name: {"processed": self.per_style.get(name, Counts()).processed,
+                       "failed": self.per_style.get(name, Counts()).failed,
+                       "served": name in served, "compiled": name in compiled} for name in names}
 
     def update_gauges(self, pause: Pause | None) -> None:
         self.metrics.queue_depth.set(self.counts.queued)

@@ -21,9 +21,9 @@ STAGE_BUCKETS_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.processed = Counter("edge_anime_processed", "Inputs stylized and committed",
+        self.processed = Counter("edge_anime_processed", "Inputs stylized and committed", ["style"],
                                  registry=self.registry)
-        self.failed = Counter("edge_anime_failed", "Inputs set aside in failed/", ["stage"],
+        self.failed = Counter("edge_anime_failed", "Inputs set aside in failed/", ["stage", "style"],
                               registry=self.registry)
         self.retries = Counter("edge_anime_retries", "Transient failures retried", registry=self.registry)
         self.queue_depth = Gauge("edge_anime_queue_depth", "Complete inbox files seen and not yet taken",

@@ -1,13 +1,17 @@
 """`edge-anime run`: the process shell around the watch core (edge_anime/watch/core.py).
 
 The shell owns the process: signals (flags read between steps), sd_notify, the status file, metrics, logs,
-reload and shutdown. Every decision about files is the core's. One thread (the main one) calls
+reload and shutdown. Every decision about files is the core's. Pictures run through the one ``Stylizer``
+(edge_anime/stylizer.py), the same object the Python API and the HTTP service use: the default style and the
+styles of ``model.styles``, each compiled on first use; a first-level inbox folder named after a style routes
+its files to that style (``inputs.InputFilter``). One thread (the main one) calls
 ``core.step``; the pipeline's threads only hand results to ``core.done``, so the core never sees two threads.
 Every wait is a queue or event wait with a short timeout, so a stop or a watchdog ping is never late.
 """
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -17,14 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, is_loopback, load_config
-from ..errors import ConfigError, UserError
-from ..models import ModelInfo
-from ..naming import UnsafeNameError, check_style
+from ..config import Config, ModelSection, is_loopback, load_config
+from ..errors import ConfigError, TransientError, UserError
+from ..inputs import InputFilter
+from ..naming import child
 from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, write_probe
-from ..watch.detect import Detector
+from ..watch.detect import Detector, scan
 from ..watch.faults import describe
 from ..watch.folders import Folders, prepare_folders
 from ..watch.handler import Handler
@@ -41,6 +45,7 @@ LOOP_WAIT_SECONDS = 0.1          # longest a loop step waits for a file or a res
 STATUS_INTERVAL_SECONDS = 1.0    # status file and sd_notify STATUS= refresh
 ORPHAN_CHECK_SECONDS = 30.0      # look for dead workers' claims (other boxes on a share) this often
 CLOSE_GRACE_SECONDS = 5.0        # after the drain: how long closing the pipeline may take
+HELD_COUNT_LIMIT = 10_000        # files counted in a dropped style's folder for its log line
 
 
 class Service:
@@ -56,7 +61,8 @@ class Service:
         self._next_watchdog = 0.0
         self._next_orphans = 0.0
         self._status_error = ""
-        self.http: Any = None  # (ServerThread, Stylizer) with http.enabled
+        self.http: Any = None  # (ServerThread, the app's Service) with http.enabled
+        self.held: set[str] = set()  # styles a reload stopped serving: their inbox folders are left alone
 
     # --- start ---------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -82,18 +88,17 @@ class Service:
     def _serve(self, config: Config) -> int:
         self.config = config
         with self._startup_watchdog():  # a cold compile on a slow box can outlast WatchdogSec
-            self.model, self.engine = self._load_engine(config)
-        _check_names(config, self.model)
+            self.stylizer = self._new_stylizer(config)
         if self.flags.stop.is_set():
             log.info("stopped before serving (a signal during start-up)")
             return 0
         self.journal = ProcessedList(self.folders.work) if config.watch.after_success == "keep" else None
-        handler = Handler(config=config, folders=self.folders, worker=self.worker, style=self.model.style,
-                          model_hash=self.model.bin_sha256, journal=self.journal)
-        self.detector = self._new_detector(config)
+        accept = self._routes(config)
+        handler = Handler(config=config, folders=self.folders, worker=self.worker, style=self.stylizer.styles[0],
+                          accept=accept, model_hash=self._model_hash, journal=self.journal)
+        self.detector = self._new_detector(config, accept)
         self.core = WatchCore(handler=handler, worker=self.worker, source=self.detector, submit=self._submit,
-                              probe=self._probe, events=self.acct, limit=1)
-        self.pipeline = self._new_pipeline(config)
+                              probe=self._probe, events=self.acct, limit=self.stylizer.max_in_flight)
         if config.service.metrics.enabled:
             metrics = config.service.metrics
             try:
@@ -108,8 +113,9 @@ class Service:
         self.acct.counts.recovered += self.core.recover_at_start()
         self.detector.start()
         self.acct.state = "ready"
-        log.info("ready: worker %s, model %s, inbox %s (%s), outbox %s, logs %s", self.worker.worker_id,
-                 self.model.name, self.folders.inbox, self.detector.mode, self.folders.outbox, self.log_form)
+        log.info("ready: worker %s, style %s, inbox %s (%s), outbox %s, logs %s", self.worker.worker_id,
+                 _styles_line(self.stylizer.styles), self.folders.inbox, self.detector.mode, self.folders.outbox,
+                 self.log_form)
         self.notifier.send(READY=1, STATUS=self._status_line(), MAINPID=os.getpid())
         try:
             self._loop()
@@ -118,21 +124,18 @@ class Service:
         return self._shutdown()
 
     def _start_http(self, config: Config) -> Any:
-        """HTTP beside the watch folder, on the same compiled style (one copy of the model in memory)."""
+        """HTTP beside the watch folder, on the same Stylizer (one copy of each compiled style in memory)."""
         try:
             from ..http.app import create_app
             from ..http.server import ServerThread, make_server
         except ImportError as exc:
             raise ConfigError(f"http.enabled: true needs the http extra ({exc.name} is missing): "
                               "pip install 'edge-anime[http]'") from None
-        from ..stylizer import Stylizer
-
-        stylizer = Stylizer(config, engine=(self.model, self.engine))
-        app = create_app(config, stylizer=stylizer, registry=self.acct.metrics.registry)  # one /metrics for both
+        app = create_app(config, stylizer=self.stylizer, registry=self.acct.metrics.registry)  # one /metrics
         thread = ServerThread(make_server(app, config))
         thread.start(where=f"{config.http.host}:{config.http.port}")
         log.info("http: serving http://%s:%d/ beside the watch folder", config.http.host, config.http.port)
-        return thread, stylizer
+        return thread, app.state.service
 
     @contextlib.contextmanager
     def _startup_watchdog(self) -> Iterator[None]:
@@ -155,33 +158,53 @@ class Service:
             done.set()
             pinger.join()
 
-    def _load_engine(self, config: Config) -> tuple[ModelInfo, Any]:
-        """The style's variant and precision chosen for this box (measured once, then cached), compiled: the
-        same choice as stylize and the Python API. Engine turns OpenVINO's errors into ModelError."""
-        from ..choice import open_engine
+    def _new_stylizer(self, config: Config) -> Any:
+        """The default style's variant and precision chosen for this box (measured once, then cached) and
+        compiled; every style checked (manifest, digests) so a missing one stops the start here (exit 78)."""
+        from ..stylizer import Stylizer
 
-        return open_engine(config)
+        return Stylizer(config)
 
-    def _new_pipeline(self, config: Config) -> Any:
-        from ..pipeline import Pipeline
+    def _routes(self, config: Config) -> InputFilter:
+        """The input rule with the served styles as routes (their inbox and outbox folders made now, so an
+        integrator sees where to put files), and the held styles' folders left alone."""
+        styles = self.stylizer.styles
+        self.held -= set(styles)
+        if config.model.styles:  # one style: the inbox root is its route, no folder to make
+            for style in styles:
+                for base in (self.folders.inbox, self.folders.outbox):
+                    try:
+                        child(base, style, what="style folder").mkdir(exist_ok=True)
+                    except OSError as exc:
+                        raise ConfigError(f"model.styles: cannot create {base / style} ({exc.strerror})") from None
+        return InputFilter(config.watch, routes=styles, held=self.held)
 
-        pipeline = Pipeline(self.engine, config,
-                            on_done=lambda result: self.core.done(result.job.tag, result.error, result))
-        self.core.limit = pipeline.max_in_flight  # the pipeline resolves "auto"; one rule, one place
-        return pipeline
+    def _model_hash(self, style: str) -> str:
+        model = self.stylizer.model_of(style)
+        return model.bin_sha256 if model is not None else ""
 
     def _submit(self, claim: Claim, dst: Path) -> None:
+        """Hand a claim to its style's pipeline; the result comes back to the core from a pipeline thread. A
+        style compiled on first use compiles here, with systemd's watchdog fed meanwhile."""
         from ..pipeline import Job
 
-        self.pipeline.submit(Job(src=claim.path, dst=dst, tag=claim))
+        style = claim.style or self.core.handler.style_for(claim.rel)
+        compiling = style not in self.stylizer.compiled_styles()
+        try:
+            with self._startup_watchdog() if compiling else contextlib.nullcontext():
+                future = self.stylizer.submit(Job(src=claim.path, dst=dst), style=style)
+        except UserError as exc:  # the style's model cannot be compiled now: retried, then failed/ with why
+            self.core.done(claim, TransientError(f"style {style!r}: {exc}", stage="compile"))
+            return
+        future.add_done_callback(lambda done: self.core.done(claim, done.result().error, done.result()))
 
     def _probe(self) -> None:
         """Can the box write again? The state folders, the outbox and the status file's folder."""
         write_probe([self.folders.work, self.folders.outbox, self.config.status_file().parent])
 
-    def _new_detector(self, config: Config) -> Detector:
+    def _new_detector(self, config: Config, accept: InputFilter) -> Detector:
         skip = self.journal.contains if self.journal is not None else None
-        return Detector(self.folders.inbox, config.watch, skip=skip)
+        return Detector(self.folders.inbox, config.watch, skip=skip, accept=accept)
 
     # --- the loop ------------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -216,10 +239,11 @@ class Service:
         line = self._status_line()
         self.acct.update_gauges(self.core.pause)
         status = Status(state=self.acct.shown_state(self.core.pause), worker_id=self.worker.worker_id,
-                        model=self.model.name, detector=self.detector.mode, config=str(self.config_path),
+                        model=self.stylizer.model.name, detector=self.detector.mode, config=str(self.config_path),
                         config_hash=self.core.handler.config_hash, counts=self.acct.counts, last=self.acct.last,
                         started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
-                        variant=str((self.engine.choice or {}).get("summary", "")))
+                        variant=str((self.stylizer.engine.choice or {}).get("summary", "")),
+                        styles=self.acct.style_counts(self.stylizer.styles, self.stylizer.compiled_styles()))
         try:
             write_status(self.config.status_file(), status)
         except OSError as exc:
@@ -266,41 +290,61 @@ class Service:
         return new.model_copy(update={"watch": new.watch.model_copy(update=keep)})
 
     def _apply(self, old: Config, new: Config) -> None:
-        engine_changed = new.model != old.model or new.device != old.device
-        pipeline_changed = engine_changed or any(getattr(new, s) != getattr(old, s)
-                                                 for s in ("image", "output", "pipeline"))
-        model, engine = (self.model, self.engine)
-        if pipeline_changed:
+        """A new Stylizer when the default style, the device or the image/output/pipeline settings changed
+        (after the drain, so a drain timeout never throws a compiled model away); when only ``model.styles``
+        changed, the running Stylizer adds or drops just those styles. Routes and the detector follow."""
+        base_changed = (_without_styles(new) != _without_styles(old)
+                        or any(getattr(new, s) != getattr(old, s) for s in ("device", "image", "output", "pipeline")))
+        styles_before = set(self.stylizer.styles)
+        how = "no recompile"
+        if base_changed:
             if not self._wait_in_flight(new.service.drain_timeout_seconds):
                 log.warning("reload: jobs still in flight after %s; will try again",
                             _seconds(new.service.drain_timeout_seconds))
                 self.flags.reload = True
                 return
-            if engine_changed:  # after the drain: a drain timeout must not throw a compiled engine away
-                with self._startup_watchdog():  # the loop cannot ping systemd during a compile
-                    model, engine = self._load_engine(new)
-            _check_names(new, model)
-            self.pipeline.close()
-            self.model, self.engine = model, engine
-            self.pipeline = self._new_pipeline(new)
-        if new.watch != old.watch:
+            recompile = new.model != old.model or new.device != old.device
+            with self._startup_watchdog():  # the loop cannot ping systemd during a compile
+                stylizer = self._new_stylizer(new) if recompile else self.stylizer.handover(new)
+            previous, self.stylizer = self.stylizer, stylizer
+            if self.http is not None:
+                self.http[1].adopt(stylizer, new)
+            previous.close()
+            self.core.limit = stylizer.max_in_flight
+            how = "recompiled" if recompile else "pipeline rebuilt"
+        elif new.model.styles != old.model.styles:
+            added, removed = self.stylizer.set_styles(new)
+            how = "styles " + ", ".join([f"+{a}" for a in added] + [f"-{r}" for r in removed])
+        removed_styles = styles_before - set(self.stylizer.styles)
+        self.held |= removed_styles
+        accept = self._routes(new)
+        for style in sorted(removed_styles):
+            self._say_held(style, accept)
+        if new.watch != old.watch or removed_styles or set(self.stylizer.styles) != styles_before:
             self.detector.stop()
             if new.watch.after_success == "keep" and self.journal is None:
                 self.journal = ProcessedList(self.folders.work)
             self.core.handler.journal = self.journal
-            self.detector = self._new_detector(new)
+            self.detector = self._new_detector(new, accept)
             self.core.source = self.detector
             self.detector.start()
         if new.service.log_format != old.service.log_format or new.service.log_level != old.service.log_level:
             self.log_form = setup_logging(log_format=new.service.log_format, level=new.service.log_level)
         if new.service.metrics != old.service.metrics:
             log.warning("reload: service.metrics changes apply at the next restart")
-        if self.http is not None and (engine_changed or new.http != old.http):
-            log.warning("reload: the HTTP service keeps its style and http settings until the next restart")
-        self.core.handler.update(config=new, style=self.model.style, model_hash=self.model.bin_sha256)
+        if self.http is not None and new.http != old.http:
+            log.warning("reload: http settings apply at the next restart")
+        self.core.handler.update(config=new, style=self.stylizer.styles[0], accept=accept)
         self.config = new
-        log.info("reloaded %s (%s)", self.config_path,
-                 "recompiled" if engine_changed else "pipeline rebuilt" if pipeline_changed else "no recompile")
+        log.info("reloaded %s (%s)", self.config_path, how)
+
+    def _say_held(self, style: str, accept: InputFilter) -> None:
+        """One line for a dropped style: its waiting files stay where they are, untouched."""
+        folder = self.folders.inbox / style
+        waiting = sum(1 for _ in itertools.islice(scan(folder, accept), HELD_COUNT_LIMIT)) if folder.is_dir() else 0
+        more = "+" if waiting >= HELD_COUNT_LIMIT else ""
+        log.warning("reload: style %s is no longer served; %d%s file(s) waiting in %s stay there untouched until "
+                    "it is served again (model.styles)", style, waiting, more, folder)
 
     def _wait_in_flight(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -318,15 +362,14 @@ class Service:
         log.info("stopping: %d in flight, draining for up to %s", len(self.core.in_flight), _seconds(timeout_s))
         self.core.give_back_waiting()
         if self.http is not None:  # requests in flight finish first; the server then stops by itself
-            (server, stylizer), self.http = self.http, None
+            (server, _app), self.http = self.http, None
             server.stop(timeout_s)
-            stylizer.close()
         drained = self._wait_in_flight(timeout_s)
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
                         "finishes them (no output is half-written)", len(self.core.in_flight),
                         _seconds(timeout_s), self.worker.path)
-        closer = threading.Thread(target=self.pipeline.close, name="edge-anime-close", daemon=True)
+        closer = threading.Thread(target=self.stylizer.close, name="edge-anime-close", daemon=True)
         closer.start()
         closer.join(CLOSE_GRACE_SECONDS if drained else 0.5)
         self.acct.metrics.close()
@@ -341,14 +384,18 @@ class Service:
         return 0
 
 
-def _check_names(config: Config, model: ModelInfo) -> None:
-    """A model whose ``style`` would put outputs outside the outbox is refused before any file is taken."""
-    try:
-        check_style(config.output.name_template, model.style)
-    except UnsafeNameError as exc:
-        raise ConfigError(str(exc)) from None
+def _without_styles(config: Config) -> ModelSection:
+    """The model section without ``model.styles``: what a change of the style list alone leaves as it was."""
+    return config.model.model_copy(update={"styles": []})
 
 
 def _seconds(value: float) -> str:
     """'0.2 s', '30 s': never 'up to 0 s' for a fraction of a second."""
     return f"{value:g} s"
+
+
+def _styles_line(styles: tuple[str, ...]) -> str:
+    """'toon' or 'toon (default), paprika, hayao' for the ready line."""
+    if len(styles) == 1:
+        return styles[0]
+    return ", ".join([f"{styles[0]} (default)", *styles[1:]])

@@ -5,7 +5,7 @@ Layout (one folder per claim, so one rename moves a claim with everything that b
 
     work/<worker_id>/.lock                    flock held for the worker's whole life
     work/<worker_id>/<token>/in/<rel>         the input, renamed here from inbox/<rel>
-    work/<worker_id>/<token>/claim.json       rel, chosen dst, attempts, failure (written before submit)
+    work/<worker_id>/<token>/claim.json       rel, chosen dst and style, attempts, failure (written before submit)
     work/.names/<sha1 of dst rel>             output-name reservation (O_EXCL), content "<token>" (the
                                               claim's, which adoption keeps: the worker is not part of it)
 
@@ -56,6 +56,7 @@ class Claim:
     attempts: int = 0                 # transient failures so far
     failure: dict[str, Any] | None = None  # set once a permanent failure is being committed
     claimed_at: float = field(default_factory=time.time)
+    style: str = ""                   # the style chosen with the output name (a route, or the default)
 
     @property
     def token(self) -> str:
@@ -71,7 +72,8 @@ class Claim:
 
     def to_json(self) -> dict[str, Any]:
         return {"rel": self.rel, "dst": str(self.dst) if self.dst else None, "dst_key": self.dst_key,
-                "attempts": self.attempts, "failure": self.failure, "claimed_at": self.claimed_at}
+                "attempts": self.attempts, "failure": self.failure, "claimed_at": self.claimed_at,
+                "style": self.style}
 
 
 def save_record(claim: Claim) -> None:
@@ -101,7 +103,7 @@ def load_claim(folder: Path) -> Claim | None:
     dst = record.get("dst")
     return Claim(folder=folder, rel=rel, dst=Path(dst) if dst else None, dst_key=record.get("dst_key"),
                  attempts=int(record.get("attempts", 0)), failure=record.get("failure"),
-                 claimed_at=float(record.get("claimed_at", time.time())))
+                 claimed_at=float(record.get("claimed_at", time.time())), style=str(record.get("style") or ""))
 
 
 class WorkerDir:

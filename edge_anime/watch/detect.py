@@ -55,7 +55,8 @@ Signature = tuple[int, int, int]
 
 
 def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Callable[[str], None] | None = None) -> Iterator[str]:
-    """Inbox names, lazily; folders are entered only in recursive mode and never through a symlink.
+    """Inbox names, lazily; folders are entered as ``accept.enters`` says (style routes always, others only in
+    recursive mode) and never through a symlink.
     ``on_unwanted`` hears of the files that stay because of their extension (``InputFilter.unwanted``)."""
     stack = [""]
     while stack:
@@ -72,7 +73,7 @@ def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Callable[[str], None]
                 except OSError:
                     continue
                 if is_dir:
-                    if accept.recursive and not accept.ignored(entry.name):
+                    if accept.enters(rel):
                         stack.append(rel + "/")
                 elif accept.accepts(rel):
                     yield rel
@@ -102,9 +103,9 @@ class Detector:
     """Offers names of complete inbox files through ``get``; runs its own thread (and watchdog's)."""
 
     def __init__(self, inbox: Path, watch: WatchSection, *, skip: Skip | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, accept: InputFilter | None = None) -> None:
         self.inbox = inbox
-        self.filter = InputFilter(watch)
+        self.filter = accept or InputFilter(watch)
         self.settle_seconds = watch.settle_seconds
         self.poll_interval_seconds = max(watch.poll_interval_seconds, 0.01)
         self.requested_mode = watch.detector
@@ -199,7 +200,10 @@ class Detector:
         from watchdog.observers.inotify import InotifyObserver
 
         observer = InotifyObserver(generate_full_events=True)
-        observer.schedule(_EventHandler(self), str(self.inbox), recursive=self.filter.recursive)
+        # Style routes are sub-folders: watched (recursively) even when watch.recursive is off; events from
+        # folders the filter does not enter are dropped by ``accepts``.
+        deep = self.filter.recursive or bool(self.filter.routes)
+        observer.schedule(_EventHandler(self), str(self.inbox), recursive=deep)
         try:
             observer.start()
         except OSError as exc:
@@ -416,7 +420,8 @@ class _EventHandler(FileSystemEventHandler):
 
     def dispatch(self, event: FileSystemEvent) -> None:
         if event.is_directory:
-            if event.event_type in ("created", "moved") and self.detector.filter.recursive:
+            if event.event_type in ("created", "moved") and (self.detector.filter.recursive
+                                                             or self.detector.filter.routes):
                 self.detector.request_rescan()  # a folder moved in whole: its files came without events
             return
         if isinstance(event, FileMovedEvent) and event.dest_path:

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 from .. import naming
 from ..config import Config
 from ..fsutil import write_atomic
+from ..inputs import InputFilter
 from .claim import (
     Claim,
     WorkerDir,
@@ -77,23 +79,36 @@ def _split(rel: str) -> tuple[str, str]:
 class Handler:
     """Decides names and commits for this worker's claims."""
 
-    def __init__(self, *, config: Config, folders: Folders, worker: WorkerDir, style: str, model_hash: str,
-                 journal: ProcessedList | None = None) -> None:
+    def __init__(self, *, config: Config, folders: Folders, worker: WorkerDir, style: str, accept: InputFilter,
+                 model_hash: Callable[[str], str] = lambda _style: "", journal: ProcessedList | None = None) -> None:
         self.folders = folders
         self.worker = worker
         self.journal = journal
-        self.update(config=config, style=style, model_hash=model_hash)
+        self.model_hash = model_hash
+        self.update(config=config, style=style, accept=accept)
 
-    def update(self, *, config: Config, style: str, model_hash: str) -> None:
-        """Settings for claims prepared from now on (a reload); claims in flight keep their names."""
+    def update(self, *, config: Config, style: str, accept: InputFilter) -> None:
+        """Settings for claims prepared from now on (a reload); claims in flight keep their names and style.
+        ``style`` is the default; ``accept``'s routes give a first-level inbox folder's files its style."""
         self.config = config
         self.style = style
-        self.model_hash = model_hash
+        self.accept = accept
         self.config_hash = config_hash(config)
+
+    def style_for(self, rel: str) -> str:
+        """The style an inbox file gets: its route's (``inbox/<style>/...``), else the default."""
+        return self.accept.style_of(rel) or self.style
+
+    def _held(self, rel: str) -> str | None:
+        """The style of a route a reload dropped, for a claim that waited in it (its file goes back)."""
+        head, sep, _rest = rel.partition("/")
+        return head if sep and head in self.accept.held else None
 
     # --- before submit ------------------------------------------------------------------------------
     def prepare(self, claim: Claim) -> Path | Verdict:
         """The output path to submit the job with, or a Verdict when the file never reaches the pipeline."""
+        if not claim.style:  # chosen once, with the output name, and kept in the record
+            claim.style = self.style_for(claim.rel)
         try:
             st = os.lstat(claim.path)
         except FileNotFoundError:
@@ -107,6 +122,10 @@ class Handler:
             return self.fail(claim, "not a regular file (a fifo, socket or device)", stage="claim")
         if self.journal is not None and self.journal.contains(claim.rel, st):
             return self.give_back(claim, reason="already processed (watch.after_success: keep)")
+        held = self._held(claim.rel)
+        if held is not None:
+            return self.give_back(claim, reason=f"style {held!r} is no longer served (model.styles); it waits in "
+                                  "its folder until the style is served again")
         if claim.dst is None:
             self._reserve_output(claim)
         else:
@@ -132,7 +151,7 @@ class Handler:
             claim.dst_key = key
             return True
 
-        out_name = naming.free_output_name(self.config.output.name_template, source_name=name, style=self.style,
+        out_name = naming.free_output_name(self.config.output.name_template, source_name=name, style=claim.style,
                                            ext=output_extension(self.config.output, Path(name)), is_free=take)
         folder.mkdir(parents=True, exist_ok=True)
         claim.dst = naming.child(folder, out_name)
@@ -218,7 +237,9 @@ class Handler:
     def _error_report(self, claim: Claim) -> dict[str, Any]:
         assert claim.failure is not None
         return {"file": claim.rel, "reason": claim.failure["reason"], "stage": claim.failure["stage"],
-                "time": claim.failure["time"], "config_hash": self.config_hash, "model_hash": self.model_hash,
+                "time": claim.failure["time"], "config_hash": self.config_hash,
+                "style": claim.style or self.style_for(claim.rel),
+                "model_hash": self.model_hash(claim.style or self.style_for(claim.rel)),
                 "worker": self.worker.worker_id, "attempts": claim.attempts}
 
     def give_back(self, claim: Claim, *, reason: str = "") -> Verdict:
