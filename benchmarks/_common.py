@@ -26,8 +26,9 @@ PHOTOS_DIR = REPO.parent / "shared" / "photos"
 SEED = 1234
 
 
-def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
-    """An fp32 model folder (model.xml/.bin + manifest.yaml) from the seeded-random generator, built once."""
+def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR, *, seed: int = SEED) -> Path:
+    """An fp32 model folder (model.xml/.bin + manifest.yaml) from the seeded-random generator, built once; its
+    style is the folder's name (benchmarks/styles.py makes several from several seeds)."""
     if (folder / "manifest.yaml").is_file():
         return folder
     sys.path.insert(0, str(REPO))
@@ -37,7 +38,7 @@ def ensure_seeded_ir(folder: Path = SEEDED_MODEL_DIR) -> Path:
     from edge_anime_converters.ir import save_ir, torch_to_ov
 
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    xml_path, bin_path = save_ir(torch_to_ov(seeded_random_generator(SEED).eval()), tmp, compress_to_fp16=False)
+    xml_path, bin_path = save_ir(torch_to_ov(seeded_random_generator(seed).eval()), tmp, compress_to_fp16=False)
     manifest = {"format": 1, "name": folder.name, "precision": "fp32",
                 "ir": {"xml": "model.xml", "bin": "model.bin",
                        "xml_sha256": hashlib.sha256(xml_path.read_bytes()).hexdigest(),

@@ -25,7 +25,7 @@ def test_bench_json_has_images_per_s_and_stage_breakdown(write_config: Callable[
     report_path = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "edge_anime", "bench", str(photos), "--config", str(write_config()),
-         "--model", str(random_ir / "model.xml"), "--max-side", "64", "--json", str(report_path),
+         "--style", str(random_ir / "model.xml"), "--max-side", "64", "--json", str(report_path),
          "--warmup", "0", "--repeat", "2"],
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
@@ -81,7 +81,7 @@ def test_bench_counts_the_cores_it_is_pinned_to(write_config: Callable[..., Path
     first_cpu = min(os.sched_getaffinity(0))
     proc = subprocess.run(
         [sys.executable, "-m", "edge_anime", "bench", str(photos), "--config", str(write_config()),
-         "--model", str(random_ir / "model.xml"), "--json", str(report_path), "--warmup", "0"],
+         "--style", str(random_ir / "model.xml"), "--json", str(report_path), "--warmup", "0"],
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
         preexec_fn=lambda: os.sched_setaffinity(0, {first_cpu}))
     assert proc.returncode == 0, proc.stderr

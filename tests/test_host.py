@@ -61,7 +61,7 @@ def test_the_cli_runs_inference_with_huge_pages_unless_opted_out(write_config: C
         report_path = tmp_path / f"{label}.json"
         proc = subprocess.run(
             [sys.executable, "-m", "edge_anime", "bench", str(photos), "--config", str(write_config()),
-             "--model", str(random_ir / "model.xml"), "--json", str(report_path), "--warmup", "0"],
+             "--style", str(random_ir / "model.xml"), "--json", str(report_path), "--warmup", "0"],
             capture_output=True, text=True, timeout=CLI_TIMEOUT_S, env={**_clean_env(), **extra})
         assert proc.returncode == 0, proc.stderr
         seen[label] = json.loads(report_path.read_text(encoding="utf-8"))["plugin"]["huge_pages"]

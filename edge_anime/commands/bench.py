@@ -11,7 +11,9 @@ from ..errors import EXIT_OK
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_dir", type=Path, metavar="INPUT_DIR", help="folder of real photos")
-    parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
+    parser.add_argument("--style", "--model", dest="style", default=None, metavar="NAME|XML",
+                        help="the style to measure: a style of model.styles, an installed model's name or an IR "
+                             "path (model.path override; --model is the old spelling)")
     parser.add_argument("--variant", default=None, metavar="NAME",
                         help="model.variant override: an IR of the style (fp16, int8; see models list) or auto")
     parser.add_argument("--precision", default=None, choices=("auto", "f32", "bf16", "f16"),
@@ -32,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import load_config
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side,
+    config = with_overrides(load_config(args.config), model=args.style, max_side=args.max_side,
                             variant=args.variant, precision=args.precision)
     files = input_files(args.input_dir, config.watch)
     report = measure(config, files, repeat=args.repeat, warmup=args.warmup)

@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", type=Path, required=True, metavar="FILE", help="where the winning YAML goes")
     parser.add_argument("--chart", type=Path, default=None, metavar="PNG", help="bar chart of the sweep")
     parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="starting config (default: bundled)")
-    parser.add_argument("--model", default=None, metavar="XML|NAME", help="model.path override")
+    parser.add_argument("--style", "--model", dest="style", default=None, metavar="NAME|XML",
+                        help="the style to measure: a style of model.styles, an installed model's name or an IR "
+                             "path (model.path override; --model is the old spelling)")
     parser.add_argument("--max-side", type=int, default=None, metavar="N", help="image.max_side override")
     parser.add_argument("--int8-floor-db", type=float, default=35.0, metavar="DB",
                         help="sweep a variant of the style (int8) only if its manifest's PSNR vs FP32 "
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.images < 1:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")
-    config = with_overrides(load_config(args.config), model=args.model, max_side=args.max_side)
+    config = with_overrides(load_config(args.config), model=args.style, max_side=args.max_side)
     files = input_files(args.input_dir, config.watch)[: args.images]
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     seconds = min(PROBE_SECONDS, max(MIN_PROBE_SECONDS, VARIANT_SHARE * args.budget))  # per candidate
