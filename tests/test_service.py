@@ -253,7 +253,7 @@ def test_sigkill_at_ten_random_moments_loses_nothing_and_duplicates_nothing(
 @pytest.mark.slow
 def test_three_workers_on_one_inbox_never_duplicate(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
-    cfg = config()
+    cfg = config({"model": {"styles": ["toon"]}})  # a fifth of the files routed to a second style
     workers = [Service(cfg, tmp_path / f"worker{i}.log") for i in range(3)]
     services.extend(workers)
     for w in workers:
@@ -263,12 +263,15 @@ def test_three_workers_on_one_inbox_never_duplicate(
                    what="worker ready", proc=w.proc, log=w.log)
     root = workers[0].root
     sources = make_sources(make_photo, tmp_path / "src", 300)
-    copy_in(sources, root / "inbox")
+    routed, plain = sources[::5], [s for i, s in enumerate(sources) if i % 5]
+    copy_in(routed, root / "inbox" / "toon")
+    copy_in(plain, root / "inbox")
     wait_until(lambda: len(visible(root / "done")) == 300, timeout_s=WORK_DEADLINE_S,
                what="300 inputs in done/", log=workers[0].log)
     assert [w.stop() for w in workers] == [0, 0, 0]
     outputs = visible(root / "outbox")
-    assert sorted(p.name for p in outputs) == sorted(f"{p.stem}_randgen.jpg" for p in sources)
+    assert sorted(p.relative_to(root / "outbox").as_posix() for p in outputs) == sorted(
+        [f"{p.stem}_randgen.jpg" for p in plain] + [f"toon/{p.stem}_toon.jpg" for p in routed])
     done_lines = [line for w in workers for line in w.log.read_text(errors="replace").splitlines()
                   if " INFO done " in line]
     names = [line.split(" INFO done ", 1)[1].split(" ", 1)[0] for line in done_lines]

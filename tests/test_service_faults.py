@@ -27,10 +27,8 @@ from test_service import (
     _free_port,
     assert_decodes,
     claims_left,
-    config,  # noqa: F401 - a fixture
     hidden,
     make_sources,
-    services,  # noqa: F401 - a fixture
     start,
     visible,
     wait_until,
@@ -60,8 +58,8 @@ def metric(port: int, name: str) -> float | None:
 
 
 def test_full_state_disk_idle_then_busy_keeps_the_service_up_and_loses_nothing(
-        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
-        services: list[Service], state_fs: Path) -> None:  # noqa: F811
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,
+        services: list[Service], state_fs: Path) -> None:
     port = _free_port()
     cfg = config({"watch": {"root": str(state_fs / "watch"),
                             "retry": {"initial_seconds": 0.2, "max_seconds": 0.5, "max_attempts": 2}},
@@ -102,8 +100,8 @@ def test_full_state_disk_idle_then_busy_keeps_the_service_up_and_loses_nothing(
 
 
 def test_restart_on_a_full_disk_comes_up_paused_and_resumes_by_itself(
-        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
-        services: list[Service], state_fs: Path) -> None:  # noqa: F811
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,
+        services: list[Service], state_fs: Path) -> None:
     cfg = config({"watch": {"root": str(state_fs / "watch")}})
     first = start(services, cfg, tmp_path / "first.log")
     make_sources(make_photo, first.root / "inbox", 2)   # written into the inbox before the disk fills
@@ -129,8 +127,8 @@ def test_restart_on_a_full_disk_comes_up_paused_and_resumes_by_itself(
 # --- names -----------------------------------------------------------------------------------------------
 
 def test_names_near_name_max_and_a_log_forging_name(
-        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,  # noqa: F811
-        services: list[Service]) -> None:  # noqa: F811
+        config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,
+        services: list[Service]) -> None:
     svc = start(services, config(), tmp_path / "service.log")
     inbox = svc.root / "inbox"
     src = tmp_path / "src"
@@ -166,7 +164,7 @@ def test_names_near_name_max_and_a_log_forging_name(
 
 @pytest.mark.parametrize("delay_s", [0.15, 0.3, 0.6, 1.2])
 def test_sigterm_at_any_moment_after_launch_exits_0(
-        config: Callable[..., Path], tmp_path: Path, delay_s: float) -> None:  # noqa: F811
+        config: Callable[..., Path], tmp_path: Path, delay_s: float) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "run", "--config", str(config())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(delay_s)  # the moment is the point of the test: no event marks "launched, not yet ready"
@@ -178,7 +176,7 @@ def test_sigterm_at_any_moment_after_launch_exits_0(
 
 @pytest.mark.parametrize("damage", [{"pid": "x"}, {"pid": None}, {"pid": -1}, {"updated": "x", "counts": []}])
 def test_status_command_survives_a_damaged_status_file(
-        config: Callable[..., Path], tmp_path: Path, damage: dict[str, Any]) -> None:  # noqa: F811
+        config: Callable[..., Path], tmp_path: Path, damage: dict[str, Any]) -> None:
     cfg = config()
     status_file = tmp_path / "watch" / "status.json"
     status_file.parent.mkdir(parents=True)
@@ -196,7 +194,7 @@ def test_status_command_survives_a_damaged_status_file(
 
 
 def test_stop_is_quiet_and_a_short_drain_is_said_in_its_unit(
-        config: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:  # noqa: F811
+        config: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     svc = start(services, config({"service": {"drain_timeout_seconds": 0.2}}), tmp_path / "service.log")
     assert svc.stop(timeout_s=STOP_DEADLINE_S) == 0
     text = svc.log.read_text()
