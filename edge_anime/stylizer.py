@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
@@ -39,6 +40,9 @@ from .errors import InputError, ModelError, UserError
 from .models import ModelInfo, resolve_model
 from .naming import UnsafeNameError, check_style
 from .pipeline import Job, JobResult, Pipeline
+
+if TYPE_CHECKING:
+    from .video.job import ClipResult
 
 log = logging.getLogger("edge_anime.stylizer")
 
@@ -152,6 +156,31 @@ class Stylizer:
                     futures.append(future)
                     compiled.pipeline.submit(dataclasses.replace(job, tag=future))
                 return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None,
+                 progress: bool = False) -> ClipResult:
+        """A video clip (``video.extensions``) into ``dst`` (an .mp4, renamed into place when complete): every
+        frame through this style's pipeline, beside any photos in flight (edge_anime/video). Failures are in
+        the result's ``error``, never raised, as in ``run_jobs``; needs the ``video`` extra."""
+        from .video.job import Progress, stylize_clip
+
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(unit="frame", dynamic_ncols=True, desc=Path(src).name)
+
+        def tick(state: Progress) -> None:
+            if bar is not None:
+                bar.total = state.total
+                bar.update(state.done - bar.n)
+
+        try:
+            with self._using(style) as compiled:
+                return stylize_clip(compiled.pipeline, self.config, Path(src), Path(dst), on_frame=tick)
         finally:
             if bar is not None:
                 bar.close()

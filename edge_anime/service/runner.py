@@ -94,6 +94,7 @@ class Service:
         self.core = WatchCore(handler=handler, worker=self.worker, source=self.detector, submit=self._submit,
                               probe=self._probe, events=self.acct, limit=1)
         self.pipeline = self._new_pipeline(config)
+        self.clips = self._new_clips()
         if config.service.metrics.enabled:
             metrics = config.service.metrics
             try:
@@ -170,9 +171,19 @@ class Service:
         self.core.limit = pipeline.max_in_flight  # the pipeline resolves "auto"; one rule, one place
         return pipeline
 
+    def _new_clips(self) -> Any:
+        """Clips (video.extensions) run one at a time beside the photos, on the shell's current pipeline."""
+        from ..video.clips import ClipRunner
+
+        return ClipRunner(pipeline=lambda: self.pipeline, config=lambda: self.config, done=self.core.done)
+
     def _submit(self, claim: Claim, dst: Path) -> None:
         from ..pipeline import Job
+        from ..video import is_clip
 
+        if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
+            self.clips.submit(claim, dst)
+            return
         self.pipeline.submit(Job(src=claim.path, dst=dst, tag=claim))
 
     def _probe(self) -> None:
@@ -181,7 +192,7 @@ class Service:
 
     def _new_detector(self, config: Config) -> Detector:
         skip = self.journal.contains if self.journal is not None else None
-        return Detector(self.folders.inbox, config.watch, skip=skip)
+        return Detector(self.folders.inbox, config.watch, skip=skip, also=config.video.extensions)
 
     # --- the loop ------------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -219,7 +230,8 @@ class Service:
                         model=self.model.name, detector=self.detector.mode, config=str(self.config_path),
                         config_hash=self.core.handler.config_hash, counts=self.acct.counts, last=self.acct.last,
                         started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
-                        variant=str((self.engine.choice or {}).get("summary", "")))
+                        variant=str((self.engine.choice or {}).get("summary", "")), clip=self.clips.progress())
+        self.acct.metrics.clip_progress(status.clip)
         try:
             write_status(self.config.status_file(), status)
         except OSError as exc:
@@ -302,6 +314,18 @@ class Service:
         log.info("reloaded %s (%s)", self.config_path,
                  "recompiled" if engine_changed else "pipeline rebuilt" if pipeline_changed else "no recompile")
 
+    def _give_back_clips(self) -> None:
+        """Stopping: a clip not finished within the drain timeout is cancelled (its temp file removed) and goes
+        back to the inbox untouched, with the clips queued behind it; the next start takes them again."""
+        for claim in self.clips.stop():
+            self.core.in_flight.pop(claim.token, None)
+            try:
+                verdict = self.core.handler.give_back(claim, reason="stopping: the clip was not finished")
+            except OSError as exc:  # it stays claimed in work/; the next start recovers it
+                log.warning("stopping: %s stays in work/: %s", claim.rel, describe(exc))
+                continue
+            self.acct.verdict(claim, verdict, None)
+
     def _wait_in_flight(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while self.core.in_flight and time.monotonic() < deadline:
@@ -322,6 +346,7 @@ class Service:
             server.stop(timeout_s)
             stylizer.close()
         drained = self._wait_in_flight(timeout_s)
+        self._give_back_clips()
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
                         "finishes them (no output is half-written)", len(self.core.in_flight),

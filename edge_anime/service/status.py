@@ -45,6 +45,7 @@ class Status:
     last: dict[str, Any] | None = None          # the last image: name, result, seconds
     paused: dict[str, Any] | None = None        # while intake is paused: reason, seconds
     variant: str = ""                           # which IR at which precision runs, and why (choice)
+    clip: dict[str, Any] | None = None          # the clip in work: file, frames_done, frames_total, frames_per_s
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)

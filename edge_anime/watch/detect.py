@@ -23,7 +23,7 @@ import queue
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from watchdog.events import (
@@ -102,9 +102,10 @@ class Detector:
     """Offers names of complete inbox files through ``get``; runs its own thread (and watchdog's)."""
 
     def __init__(self, inbox: Path, watch: WatchSection, *, skip: Skip | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, also: Iterable[str] = ()) -> None:
+        """``also``: extensions taken beside ``watch.extensions`` (the clips of ``video.extensions``)."""
         self.inbox = inbox
-        self.filter = InputFilter(watch)
+        self.filter = InputFilter(watch, also=also)
         self.settle_seconds = watch.settle_seconds
         self.poll_interval_seconds = max(watch.poll_interval_seconds, 0.01)
         self.requested_mode = watch.detector
@@ -290,7 +291,8 @@ class Detector:
         if rel in self._unwanted_logged or len(self._unwanted_logged) >= MAX_TRACKED_FILES:
             return
         self._unwanted_logged.add(rel)
-        log.info("skipped %s: its extension is not in watch.extensions (%s); it stays in the inbox", rel,
+        log.info("skipped %s: its extension is not in watch.extensions or video.extensions (%s); it stays in "
+                 "the inbox", rel,
                  ", ".join(sorted(self.filter.extensions)))
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:
