@@ -41,7 +41,7 @@ class Metrics:
                                        registry=self.registry)
         self.clip_frames_per_second = Gauge("edge_anime_clip_frames_per_second",
                                             "Frames per second of the clip in work (0: none)", registry=self.registry)
-        self.clip_frames = Counter("edge_anime_clip_frames", "Clip frames stylized and written",
+        self.clip_frames = Counter("edge_anime_clip_frames_written", "Clip frames stylized and written",
                                    registry=self.registry)
         self._server: Any = None
 

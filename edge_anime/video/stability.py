@@ -54,7 +54,8 @@ class Smoother:
             mix = (self.strength * _fit(weight, fresh.shape))[..., None]
             fresh += mix * (self._previous - fresh)
         self._previous = fresh
-        return np.clip(fresh + 0.5, 0, 255).astype(np.uint8)
+        shown: np.ndarray = np.clip(fresh + 0.5, 0, 255).astype(np.uint8)
+        return shown
 
 
 @dataclass
