@@ -15,8 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-
-from test_service import WORK_DEADLINE_S, Service, assert_decodes, claims_left, hidden, services, start, visible, wait_until
+from test_service import (
+    WORK_DEADLINE_S,
+    Service,
+    assert_decodes,
+    claims_left,
+    hidden,
+    services,
+    start,
+    visible,
+    wait_until,
+)
 
 av = pytest.importorskip("av", reason="PyAV is the video extra: pip install -e '.[video]'")
 
@@ -33,7 +42,8 @@ def make_clip(path: Path, *, seconds: float = 2.0, fps: int = FPS, rotation: int
     width, height = size
     rng = np.random.default_rng(0)
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    background = np.stack([80 + 60 * np.sin(xx / 17), 100 + 50 * np.cos(yy / 13), 140 + 40 * np.sin((xx + yy) / 23)], -1)
+    background = np.stack([80 + 60 * np.sin(xx / 17), 100 + 50 * np.cos(yy / 13),
+                           140 + 40 * np.sin((xx + yy) / 23)], -1)
     frames = int(seconds * fps)
     with av.open(str(path), "w", format=container) as out:
         video = out.add_stream("libx264", rate=fps)
@@ -246,7 +256,7 @@ def test_sigterm_past_the_drain_timeout_puts_the_clip_back_untouched(
     assert (root / "inbox" / "long.mp4").read_bytes() == src.read_bytes()
     assert visible(root / "outbox") == [] and hidden(root / "outbox") == []
     assert claims_left(root / "work") == []
-    assert "returned long.mp4 to the inbox" in svc.log.read_text()
+    assert 'returned "long.mp4" to the inbox: stopping: the clip was not finished' in svc.log.read_text()
 
 
 @pytest.mark.slow

@@ -345,8 +345,9 @@ class Service:
             (server, stylizer), self.http = self.http, None
             server.stop(timeout_s)
             stylizer.close()
-        drained = self._wait_in_flight(timeout_s)
+        self._wait_in_flight(timeout_s)
         self._give_back_clips()
+        drained = not self.core.in_flight
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
                         "finishes them (no output is half-written)", len(self.core.in_flight),
