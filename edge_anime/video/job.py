@@ -274,7 +274,7 @@ def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], N
             if result.error is not None:
                 raise result.error
             assert result.image is not None
-            raw = np.asarray(result.image.convert("RGB"))
+            raw = np.asarray(result.image)  # RGB: a clip has no alpha
             shown = smoother.apply(raw, event.weight)
             clip.flicker.add(event.weight, (event.planned, last[0] if last else None),
                              (raw, last[1] if last else None), (shown, last[2] if last else None))
