@@ -109,6 +109,7 @@ class ClipWriter:
 
     def write(self, rgb: np.ndarray, pts: int, *, rotation: int = 0) -> None:
         """One stylized frame (H x W x 3 u8) at ``pts`` in the input's time base."""
+        rgb = rgb[: rgb.shape[0] - rgb.shape[0] % 2, : rgb.shape[1] - rgb.shape[1] % 2]  # yuv420p: even sides
         if self.video is None:
             self._open_video(width=rgb.shape[1], height=rgb.shape[0], rotation=rotation)
         frame = self.av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
@@ -124,7 +125,7 @@ class ClipWriter:
         except (self.av.FFmpegError, ValueError) as exc:
             raise UserError(f"video.codec: {self.cfg.codec!r} is not an encoder of this FFmpeg "
                             f"({exc}); libx264 is the H.264 encoder of PyAV's wheels") from None
-        stream.width, stream.height = width - width % 2, height - height % 2  # yuv420p needs even sides
+        stream.width, stream.height = width, height
         stream.pix_fmt = PIXEL_FORMAT
         stream.time_base = self.time_base
         stream.codec_context.time_base = self.time_base
