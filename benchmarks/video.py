@@ -10,7 +10,7 @@ moving over it and a little sensor noise per frame (sigma 2 levels, as a phone's
   flicker: ClipResult.flicker of the speed runs: output change / input change on static pixels, before and
          after the static-region blend (video.temporal_smoothing).
 
-    python benchmarks/video.py [--rounds 2] [--short 10] [--long 60] [--sizes 256 512]
+    python benchmarks/video.py [--rounds 2] [--sizes 256 512] [--short 10] [--long 60] [--mem-fps 24]
 """
 from __future__ import annotations
 
@@ -50,12 +50,12 @@ def frame_at(base: np.ndarray, i: int, frames: int, rng: np.random.Generator) ->
     return np.clip(picture, 0, 255).astype(np.uint8)
 
 
-def make_clip(path: Path, seconds: float) -> Path:
+def make_clip(path: Path, seconds: float, fps: int = FPS) -> Path:
     import av
 
-    base, rng, frames = background(), np.random.default_rng(0), int(seconds * FPS)
+    base, rng, frames = background(), np.random.default_rng(0), int(seconds * fps)
     with av.open(str(path), "w") as out:
-        video = out.add_stream("libx264", rate=FPS, options={"crf": "18", "preset": "ultrafast"})
+        video = out.add_stream("libx264", rate=fps, options={"crf": "18", "preset": "ultrafast"})
         video.width, video.height, video.pix_fmt = SIZE[0], SIZE[1], "yuv420p"
         sound = out.add_stream("aac", rate=44_100)
         sound.layout = "mono"
@@ -116,6 +116,8 @@ def main() -> None:
     parser.add_argument("--speed-seconds", type=float, default=4.0, help="length of the speed runs' clip")
     parser.add_argument("--short", type=float, default=10.0)
     parser.add_argument("--long", type=float, default=60.0)
+    parser.add_argument("--mem-fps", type=int, default=FPS, help="frame rate of the memory runs' clips")
+    parser.add_argument("--mem-side", type=int, default=256, help="max_side of the memory runs")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--worker", nargs=3, metavar=("CLIP", "MAX_SIDE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -149,10 +151,11 @@ def main() -> None:
         memory_rows: list[dict[str, Any]] = []
         if not args.skip_memory:
             for seconds in (args.short, args.long):
-                path = make_clip(folder / f"mem{seconds:g}.mp4", seconds)
+                path = make_clip(folder / f"mem{seconds:g}.mp4", seconds, args.mem_fps)
                 started = time.perf_counter()
-                got = run_worker(__file__, ["--worker", str(path), "256", str(folder / "m.mp4")], env)
-                row = {"seconds": seconds, "frames": got["frames"], "peak RSS MB": round(got["peak_rss_mb"], 1),
+                got = run_worker(__file__, ["--worker", str(path), str(args.mem_side), str(folder / "m.mp4")], env)
+                row = {"seconds": seconds, "fps": args.mem_fps, "max_side": args.mem_side, "frames": got["frames"],
+                       "peak RSS MB": round(got["peak_rss_mb"], 1),
                        "frames/s": round(got["frames_per_s"], 3), "wall s": round(time.perf_counter() - started, 1)}
                 print(json.dumps(row), flush=True)
                 memory_rows.append(row)

@@ -324,3 +324,18 @@ def test_input_rule_takes_clip_extensions_beside_photos() -> None:
     accept = InputFilter(config.watch, also=config.video.extensions)
     assert accept.accepts("a.mp4") and accept.accepts("b.MKV") and accept.accepts("c.jpg")
     assert not accept.accepts("d.mov") and not accept.accepts(".hidden.mp4")
+
+
+def test_frames_are_converted_at_twice_the_planned_size_not_at_full_size() -> None:
+    """Like a large JPEG's draft decode: FFmpeg's scaler does the big step, LANCZOS the last factor of 2."""
+    from edge_anime.config import parse_config
+    from edge_anime.video.job import scaled_size
+
+    def config(image: dict[str, Any]) -> Any:
+        return parse_config({"image": image}, base_dir=Path("."))
+
+    assert scaled_size((1280, 720), config({"max_side": 256}), multiple=8) == (512, 288)
+    assert scaled_size((1280, 720), config({"max_side": 1024}), multiple=8) is None      # 2x would enlarge
+    assert scaled_size((1280, 720), config({"resize": "keep"}), multiple=8) is None
+    assert scaled_size((1280, 720), config({"resize": "center_square", "center_square": 128}), multiple=8) \
+        == (456, 256)                                                                   # the crop keeps 256

@@ -14,6 +14,7 @@ A stop (``cancel``) or any error ends both threads, removes the temp file and ra
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -29,6 +30,8 @@ from .. import imaging
 from ..config import Config
 from ..errors import InputError, TransientError
 from ..imaging.decoded import Decoded
+from ..imaging.decoder import DRAFT_REDUCING_GAP
+from ..imaging.geometry import MIN_SIDE_PX, target_size
 from ..pipeline import Job, JobResult, Pipeline
 from .probe import ClipInfo, check_limits, open_input, read_info
 from .stability import Flicker, Smoother, static_weight
@@ -222,8 +225,12 @@ def _read_all(clip: _Clip, container: Any) -> None:
         if not hasattr(item, "to_ndarray"):
             clip.events.put(item)
             continue
-        rgb = item.to_ndarray(format="rgb24")
-        original = (rgb.shape[1], rgb.shape[0])
+        original = (int(item.width), int(item.height))
+        scaled = scaled_size(original, clip.config, multiple=multiple)
+        if scaled is None:
+            rgb = item.to_ndarray(format="rgb24")
+        else:
+            rgb = item.to_ndarray(width=scaled[0], height=scaled[1], format="rgb24", interpolation="AREA")
         decoded = Decoded(rgb=rgb, alpha=None, source_format="VIDEO", original_size=original, exif=None, icc=None,
                           path=clip.src)
         planned = imaging.plan(decoded, clip.config.image, multiple=multiple)
@@ -236,6 +243,28 @@ def _read_all(clip: _Clip, container: Any) -> None:
         clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame))
         clip.submitted += 1
         index += 1
+
+
+def scaled_size(original: tuple[int, int], config: Config, *, multiple: int) -> tuple[int, int] | None:
+    """The size FFmpeg's scaler converts each frame to, when smaller than the frame: twice the planned size, as
+    a large JPEG is drafted (``imaging.decoder.DRAFT_REDUCING_GAP``), so ``imaging.plan``'s LANCZOS does only
+    the last step. A 720p frame at max_side 256 is converted at 512x288 instead of 1280x720: the YUV->RGB
+    conversion and the resize cost a fifth, which at small sizes is a real share of a frame's CPU time."""
+    cfg = config.image
+    if cfg.resize == "keep":
+        return None
+    target = target_size(original, cfg, multiple=max(multiple, cfg.multiple, MIN_SIDE_PX))
+    if target is None:
+        return None  # over budget and refused: plan() says so with the reason
+    width, height = original
+    if cfg.resize == "center_square":
+        scale = target[0] * DRAFT_REDUCING_GAP / min(width, height)  # the crop keeps its side >= twice the target
+        wanted = (math.ceil(width * scale), math.ceil(height * scale))
+    else:
+        wanted = (math.ceil(target[0] * DRAFT_REDUCING_GAP), math.ceil(target[1] * DRAFT_REDUCING_GAP))
+    if wanted[0] >= width or wanted[1] >= height:
+        return None
+    return wanted
 
 
 def _demux(clip: _Clip, container: Any) -> Iterator[Any]:
