@@ -279,9 +279,13 @@ def test_bad_clips_go_to_failed_with_a_reason_and_the_service_keeps_running(
         out.mux(sound.encode(frame))
         out.mux(sound.encode())
     (src / "text.webm").write_text("not a clip\n")
+    with av.open(str(src / "frameless.mp4"), "w") as out:                                # zero-length track
+        video = out.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        out.start_encoding()
     for path in sorted(src.iterdir()):
         shutil.copyfile(path, inbox / path.name)
-    expect_failed = {"zero.mp4", "truncated.mp4", "cut.mkv", "sound.m4v", "text.webm"}
+    expect_failed = {"zero.mp4", "truncated.mp4", "cut.mkv", "sound.m4v", "text.webm", "frameless.mp4"}
     wait_until(lambda: {p.name for p in failed.glob("*.error.json")} == {f"{n}.error.json" for n in expect_failed}
                and [p.name for p in visible(svc.root / "done")] == ["good.mp4"],
                timeout_s=WORK_DEADLINE_S, what="every bad clip in failed/, the good one done", proc=svc.proc,
@@ -290,7 +294,7 @@ def test_bad_clips_go_to_failed_with_a_reason_and_the_service_keeps_running(
     assert "empty file" in reasons["zero.mp4"]
     assert "not a readable clip" in reasons["truncated.mp4"] and "not a readable clip" in reasons["text.webm"]
     assert "truncated or damaged" in reasons["cut.mkv"]
-    assert "no video stream" in reasons["sound.m4v"]
+    assert "no video stream" in reasons["sound.m4v"] and "zero-length" in reasons["frameless.mp4"]
     assert [p.name for p in visible(svc.root / "outbox")] == ["good_randgen.mp4"]
     assert hidden(svc.root / "outbox") == []
     photo = make_photo("after.jpg", 64, 64, folder=tmp_path)                              # still serving

@@ -61,7 +61,8 @@ def probe(path: Path, config: Config) -> ClipInfo:
 
 def read_info(path: Path, container: Any) -> ClipInfo:
     if not container.streams.video:
-        raise InputError(f"{path}: no video stream (audio or data only)", stage="probe")
+        # MP4's demuxer drops a video track without a single frame: a zero-length clip lands here too
+        raise InputError(f"{path}: no video stream with frames (audio or data only, or zero-length)", stage="probe")
     stream = container.streams.video[0]
     ctx = stream.codec_context
     width, height = int(ctx.width or 0), int(ctx.height or 0)
