@@ -3,8 +3,9 @@
 The clip is a real 1280x720 photo (../shared/photos/scene_18.jpg, else a synthetic picture) with a square
 moving over it and a little sensor noise per frame (sigma 2 levels, as a phone's), 24 fps, a 440 Hz tone.
   speed: per round and size (max_side 256 and 512), `edge-anime bench` on 16 of the clip's frames saved as
-         JPEGs (same pixels, same planned size, one warm-up pass) and the clip through `Stylizer.run_clip`,
-         each in a fresh process, alternating the order every round; the ratio is taken per round;
+         JPEGs (same pixels, same planned size, one warm-up pass) and the clip through `Stylizer.run_clip`
+         (after a 6-frame warm-up clip), each in a fresh process, alternating the order every round; the
+         ratio is taken per round;
   memory: peak RSS (ru_maxrss of the worker) for the same clip at --short and --long seconds (max_side 256):
          the window of frames in flight bounds it, so the two should match;
   flicker: ClipResult.flicker of the speed runs: output change / input change on static pixels, before and
@@ -93,6 +94,11 @@ def worker(clip: Path, max_side: int, out: Path) -> dict[str, Any]:
     config = config.model_copy(update={"image": config.image.model_copy(update={"resize": "max_side",
                                                                                   "max_side": max_side})})
     with Stylizer(config) as stylizer:
+        # bench's warm-up pass, here too: the clip's shape compiled and each stream's first inference run
+        warm = stylizer.run_clip(clip.with_name("warmup.mp4"), out)
+        if warm.error is not None:
+            raise warm.error
+        out.unlink()
         result = stylizer.run_clip(clip, out)
     if result.error is not None:
         raise result.error
@@ -130,6 +136,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="edge-anime-video-") as tmp:
         folder = Path(tmp)
         clip = make_clip(folder / "speed.mp4", args.speed_seconds)
+        make_clip(folder / "warmup.mp4", 0.25)
         frames = save_frames(folder / "frames")
         for r in range(args.rounds):
             for size in args.sizes:
@@ -152,6 +159,7 @@ def main() -> None:
         if not args.skip_memory:
             for seconds in (args.short, args.long):
                 path = make_clip(folder / f"mem{seconds:g}.mp4", seconds, args.mem_fps)
+                make_clip(folder / "warmup.mp4", 0.25, args.mem_fps)
                 started = time.perf_counter()
                 got = run_worker(__file__, ["--worker", str(path), str(args.mem_side), str(folder / "m.mp4")], env)
                 row = {"seconds": seconds, "fps": args.mem_fps, "max_side": args.mem_side, "frames": got["frames"],
