@@ -269,6 +269,31 @@ class HttpSection(_Section):
         return self
 
 
+class VideoSection(_Section):
+    """Clips through the same pipeline as photos (edge_anime/video/; needs the ``video`` extra, PyAV)."""
+
+    # Taken by the watch folder and stylize's folders/globs beside watch.extensions; [] turns video off.
+    extensions: list[str] = Field(default_factory=lambda: ["mp4", "mov", "m4v", "mkv", "webm"])
+    codec: str = "libx264"  # the FFmpeg encoder for the picture (H.264); the output is always .mp4
+    crf: int = Field(default=20, ge=0, le=51)  # x264 constant quality: lower is better and larger; 18-23 usual
+    preset: Literal["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow"] = "veryfast"
+    max_seconds: float = Field(default=600.0, gt=0)  # longer clips are refused from the header
+    max_frames: int = Field(default=30_000, ge=1)  # more frames are refused from the header
+    # Flat areas flicker: each frame is normalised on its own. Static pixels (the input did not change)
+    # are blended with the previous output: out = (1 - s) * new + s * previous; 0 turns it off.
+    temporal_smoothing: float = Field(default=0.6, ge=0.0, lt=1.0)
+    # Per-pixel input change (0-255, mean of RGB) under which a pixel counts as static.
+    static_threshold: float = Field(default=6.0, gt=0.0, le=255.0)
+
+    @field_validator("extensions")
+    @classmethod
+    def _plain_extensions(cls, value: list[str]) -> list[str]:
+        cleaned = [v.lower().lstrip(".") for v in value]
+        if any(not v or "/" in v or "." in v for v in cleaned):
+            raise ValueError('expected extensions without dots or slashes, such as ["mp4", "mov"]')
+        return cleaned
+
+
 class Config(_Section):
     model: ModelSection = ModelSection()
     device: DeviceSection = DeviceSection()
@@ -278,6 +303,7 @@ class Config(_Section):
     watch: WatchSection = WatchSection()
     service: ServiceSection = ServiceSection()
     http: HttpSection = HttpSection()
+    video: VideoSection = VideoSection()
     source: PathField | None = Field(default=None, exclude=True)  # the file this came from
 
     def status_file(self) -> Path:

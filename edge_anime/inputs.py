@@ -1,6 +1,7 @@
 """Which files are inputs: one rule for the watch folder, ``stylize`` and ``bench``.
 
-A name is taken when it has one of ``watch.extensions`` and neither it nor a folder on its way matches
+A name is taken when it has one of ``watch.extensions`` (or of ``video.extensions``, passed as ``also``:
+clips take the same rule) and neither it nor a folder on its way matches
 ``watch.ignore_patterns`` (hidden files, ``.part``, ``.crdownload``... uploads still in progress) or is one
 of edge-anime's own temp names. Before this, bench counted hidden and temp files that stylize skipped and
 the watch folder never took. A file named explicitly on stylize's command line is the exception: the person
@@ -24,9 +25,12 @@ from .fsutil import is_temp_name
 class InputFilter:
     """Which names may be taken (``watch`` config): not ignored, a wanted extension, not our own temp files."""
 
-    def __init__(self, watch: WatchSection, *, routes: Iterable[str] = (), held: Iterable[str] = ()) -> None:
+    def __init__(self, watch: WatchSection, *, routes: Iterable[str] = (), held: Iterable[str] = (),
+                 also: Iterable[str] = ()) -> None:
+        """``routes``/``held``: style folders (see the module docstring); ``also``: more extensions taken beside
+        ``watch.extensions`` (``video.extensions``)."""
         self.patterns = list(watch.ignore_patterns)
-        self.extensions = {e.lower().lstrip(".") for e in watch.extensions}
+        self.extensions = {e.lower().lstrip(".") for e in [*watch.extensions, *also]}
         self.recursive = watch.recursive
         self.routes = frozenset(routes)
         self.held = frozenset(held) - self.routes

@@ -54,12 +54,18 @@ STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer
 class Job:
     """One picture to stylize. From a file (``src``) or from bytes already in memory (``data``; ``src`` then
     only names it in errors); to a file (``dst``, written with fsutil.write_atomic, its suffix picks the
-    format) or, with ``dst`` None, back to the caller as ``JobResult.image`` (the Python API)."""
+    format) or, with ``dst`` None, back to the caller as ``JobResult.image`` (the Python API).
+
+    A clip's frame (edge_anime/video) comes already decoded and planned (``planned``: read and decode are
+    skipped, the rest is a photo's path) and is called back on its own ``notify`` instead of the pipeline's
+    ``on_done``, so frames and photos share one pipeline whatever the caller of each."""
 
     src: Path
     dst: Path | None
     tag: Any = None  # the caller's own data (the watch folder's claim record)
     data: bytes | None = field(default=None, repr=False, compare=False)
+    planned: Any = field(default=None, repr=False, compare=False)  # an imaging.Decoded already planned
+    notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -183,6 +189,10 @@ class Pipeline:
 
     def _read_decode_plan(self, work: _Work) -> None:
         cfg = self.config
+        if work.job.planned is not None:  # a clip's frame: decoded and planned by the clip's reader
+            work.planned = work.job.planned
+            work.in_size = work.planned.original_size
+            return
         start = time.perf_counter()
         # timed apart so the I/O layer shows; decode parses these bytes
         data = work.job.data if work.job.data is not None else _read_whole(work.job.src)
@@ -306,7 +316,7 @@ class Pipeline:
                            out_size=out_size, image=work.image if error is None else None)
         work.planned = work.stylized = work.image = None
         try:
-            self._on_done(result)
+            (work.job.notify or self._on_done)(result)
         except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)
             log.exception("pipeline: on_done raised for %s", work.job.src)
         finally:

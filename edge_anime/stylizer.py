@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
@@ -39,6 +40,9 @@ from .errors import InputError, ModelError, UserError
 from .models import ModelInfo, resolve_model
 from .naming import UnsafeNameError, check_style
 from .pipeline import Job, JobResult, Pipeline
+
+if TYPE_CHECKING:
+    from .video.job import ClipResult
 
 log = logging.getLogger("edge_anime.stylizer")
 
@@ -219,6 +223,38 @@ class Stylizer:
         successor = Stylizer(config, engine=(entry.model, entry.engine))
         successor._compiled[successor.styles[0]].owned, entry.owned = entry.owned, False
         return successor
+
+    def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None,
+                 progress: bool = False) -> ClipResult:
+        """A video clip (``video.extensions``) into ``dst`` (an .mp4, renamed into place when complete): every
+        frame through this style's pipeline, beside any photos in flight (edge_anime/video). Failures are in
+        the result's ``error``, never raised, as in ``run_jobs``; needs the ``video`` extra."""
+        from .video.job import Progress, stylize_clip
+
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(unit="frame", dynamic_ncols=True, desc=Path(src).name)
+
+        def tick(state: Progress) -> None:
+            if bar is not None:
+                bar.total = state.total
+                bar.update(state.done - bar.n)
+
+        try:
+            with self.pipeline_for(style) as pipeline:
+                return stylize_clip(pipeline, self.config, Path(src), Path(dst), on_frame=tick)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    @contextlib.contextmanager
+    def pipeline_for(self, style: str | None = None) -> Iterator[Pipeline]:
+        """``style``'s pipeline (compiled now if it was not), held in use for the block: a clip feeds its frames
+        to it directly (edge_anime/video), and the LRU never closes it meanwhile."""
+        with self._using(style) as compiled:
+            yield compiled.pipeline
 
     def close(self) -> None:
         """Finish what was submitted, then free the threads and the compiled models."""

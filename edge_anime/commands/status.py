@@ -80,6 +80,10 @@ def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None
     paused = data.get("paused")
     if isinstance(paused, dict):
         lines.append(f"paused:    {paused.get('reason')} (for {paused.get('seconds')} s)")
+    clip = data.get("clip")
+    if isinstance(clip, dict):
+        lines.append(f"clip:      {json.dumps(clip.get('file'))} {clip.get('frames_done', '?')}/"
+                     f"{clip.get('frames_total', '?')} frames, {clip.get('frames_per_s', '?')} frames/s")
     last = data.get("last")
     if isinstance(last, dict):
         lines.append(f"last:      {json.dumps(last.get('file'))} {last.get('result')} ({last.get('seconds')} s)")

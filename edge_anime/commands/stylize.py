@@ -33,6 +33,7 @@ from ..inputs import InputFilter
 if TYPE_CHECKING:
     from ..config import Config
     from ..pipeline import Job, JobResult
+    from ..video.job import ClipResult
 
 @dataclass(frozen=True)
 class Source:
@@ -44,8 +45,8 @@ class Source:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT",
-                        help="image files, folders (their images; sub-folders only with -r) or glob patterns "
-                             "(quote them: '*.jpg')")
+                        help="image or video files, folders (their images and clips; sub-folders only with -r) or "
+                             "glob patterns (quote them: '*.jpg'); a clip becomes NAME_STYLE.mp4")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder for the stylized files (created if missing)")
     parser.add_argument("--config", type=Path, metavar="FILE", default=None,
@@ -102,7 +103,7 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
 
     The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
     """
-    from ..imaging import output_extension
+    from ..video import output_extension  # .mp4 for a clip
 
     folder = out_dir / source.subdir
 
@@ -110,22 +111,32 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
         return folder / name not in taken and not os.path.lexists(folder / name)
 
     name = naming.free_output_name(config.output.name_template, source_name=source.path.name, style=style,
-                                   ext=output_extension(config.output, source.path), is_free=free)
+                                   ext=output_extension(config, source.path), is_free=free)
     path = naming.child(folder, name)
     taken.add(path)
     return path
 
 
-def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult]:
+def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult | ClipResult]:
     """The one core every entry point runs on (``Stylizer``: the variant chosen for this box, the shared
-    pipeline of decode threads, async inference and encoders)."""
+    pipeline of decode threads, async inference and encoders). Photos first as one batch, then each clip
+    (``video.extensions``) with a bar of its frames; the results come back in the order of ``jobs``."""
     from ..stylizer import Stylizer
+    from ..video import is_clip
 
+    photos = [job for job in jobs if not is_clip(job.src.name, config.video)]
     with Stylizer(config) as stylizer:
-        return stylizer.run_jobs(jobs, style=style, progress=progress)
+        done: dict[int, JobResult | ClipResult] = {}
+        for job, result in zip(photos, stylizer.run_jobs(photos, style=style, progress=progress) if photos else []):
+            done[id(job)] = result
+        for job in jobs:
+            if id(job) not in done:
+                assert job.dst is not None
+                done[id(job)] = stylizer.run_clip(job.src, job.dst, style=style, progress=progress)
+        return [done[id(job)] for job in jobs]
 
 
-def _describe_failure(result: JobResult) -> tuple[str, bool]:
+def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool]:
     """(one line for the list, whether it was a bug)."""
     error = result.error
     if isinstance(error, (InputError, TransientError)):
@@ -151,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         naming.check_style(config.output.name_template, style)
     except naming.UnsafeNameError as exc:
         raise ModelError(str(exc)) from None
-    sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=InputFilter(config.watch))
+    accept = InputFilter(config.watch, also=config.video.extensions)  # clips are taken beside photos
+    sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,7 @@ class Accounting:
         self._style(claim).processed += 1
         self.metrics.processed.labels(style=claim.style).inc()
         self.metrics.observe(timings)
+        self.metrics.clip_frames.inc(getattr(result, "frames", 0) or 0)  # a clip's result counts its frames
         fields.update(output=str(verdict.where), in_size=getattr(result, "in_size", None),
                       out_size=getattr(result, "out_size", None), timings_s=timings)
         log.info("done %s %s -> %s %s%s", log_name(claim.rel), _size(fields["in_size"]),

@@ -35,6 +35,14 @@ class Metrics:
                               registry=self.registry)
         self.stage_seconds = Histogram("edge_anime_stage_seconds", "Seconds per pipeline stage per image",
                                        ["stage"], buckets=STAGE_BUCKETS_SECONDS, registry=self.registry)
+        self.clip_frames_done = Gauge("edge_anime_clip_frames_done", "Frames done of the clip in work (0: none)",
+                                      registry=self.registry)
+        self.clip_frames_total = Gauge("edge_anime_clip_frames_total", "Frames of the clip in work (0: none)",
+                                       registry=self.registry)
+        self.clip_frames_per_second = Gauge("edge_anime_clip_frames_per_second",
+                                            "Frames per second of the clip in work (0: none)", registry=self.registry)
+        self.clip_frames = Counter("edge_anime_clip_frames_written", "Clip frames stylized and written",
+                                   registry=self.registry)
         self._server: Any = None
 
     def serve(self, *, host: str, port: int) -> None:
@@ -43,6 +51,13 @@ class Metrics:
     def observe(self, timings_s: dict[str, float]) -> None:
         for stage, seconds in timings_s.items():
             self.stage_seconds.labels(stage=stage).observe(seconds)
+
+    def clip_progress(self, clip: dict[str, Any] | None) -> None:
+        """The clip in work (``ClipRunner.progress``), or zeros when none is."""
+        clip = clip or {}
+        self.clip_frames_done.set(clip.get("frames_done", 0))
+        self.clip_frames_total.set(clip.get("frames_total", 0))
+        self.clip_frames_per_second.set(clip.get("frames_per_s", 0.0))
 
     def close(self) -> None:
         if self._server is not None:

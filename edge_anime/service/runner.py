@@ -99,6 +99,7 @@ class Service:
         self.detector = self._new_detector(config, accept)
         self.core = WatchCore(handler=handler, worker=self.worker, source=self.detector, submit=self._submit,
                               probe=self._probe, events=self.acct, limit=self.stylizer.max_in_flight)
+        self.clips = self._new_clips()
         if config.service.metrics.enabled:
             metrics = config.service.metrics
             try:
@@ -177,18 +178,29 @@ class Service:
                         child(base, style, what="style folder").mkdir(exist_ok=True)
                     except OSError as exc:
                         raise ConfigError(f"model.styles: cannot create {base / style} ({exc.strerror})") from None
-        return InputFilter(config.watch, routes=styles, held=self.held)
+        return InputFilter(config.watch, routes=styles, held=self.held, also=config.video.extensions)
 
     def _model_hash(self, style: str) -> str:
         model = self.stylizer.model_of(style)
         return model.bin_sha256 if model is not None else ""
 
+    def _new_clips(self) -> Any:
+        """Clips (video.extensions) run one at a time beside the photos, on their style's pipeline of the
+        shell's current Stylizer."""
+        from ..video.clips import ClipRunner
+
+        return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self.core.done)
+
     def _submit(self, claim: Claim, dst: Path) -> None:
         """Hand a claim to its style's pipeline; the result comes back to the core from a pipeline thread. A
         style compiled on first use compiles here, with systemd's watchdog fed meanwhile."""
         from ..pipeline import Job
+        from ..video import is_clip
 
         style = claim.style or self.core.handler.style_for(claim.rel)
+        if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
+            self.clips.submit(claim, dst)
+            return
         compiling = style not in self.stylizer.compiled_styles()
         try:
             with self._startup_watchdog() if compiling else contextlib.nullcontext():
@@ -243,7 +255,9 @@ class Service:
                         config_hash=self.core.handler.config_hash, counts=self.acct.counts, last=self.acct.last,
                         started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
                         variant=str((self.stylizer.engine.choice or {}).get("summary", "")),
-                        styles=self.acct.style_counts(self.stylizer.styles, self.stylizer.compiled_styles()))
+                        styles=self.acct.style_counts(self.stylizer.styles, self.stylizer.compiled_styles()),
+                        clip=self.clips.progress())
+        self.acct.metrics.clip_progress(status.clip)
         try:
             write_status(self.config.status_file(), status)
         except OSError as exc:
@@ -346,6 +360,18 @@ class Service:
         log.warning("reload: style %s is no longer served; %d%s file(s) waiting in %s stay there untouched until "
                     "it is served again (model.styles)", style, waiting, more, folder)
 
+    def _give_back_clips(self) -> None:
+        """Stopping: a clip not finished within the drain timeout is cancelled (its temp file removed) and goes
+        back to the inbox untouched, with the clips queued behind it; the next start takes them again."""
+        for claim in self.clips.stop():
+            self.core.in_flight.pop(claim.token, None)
+            try:
+                verdict = self.core.handler.give_back(claim, reason="stopping: the clip was not finished")
+            except OSError as exc:  # it stays claimed in work/; the next start recovers it
+                log.warning("stopping: %s stays in work/: %s", claim.rel, describe(exc))
+                continue
+            self.acct.verdict(claim, verdict, None)
+
     def _wait_in_flight(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while self.core.in_flight and time.monotonic() < deadline:
@@ -364,7 +390,9 @@ class Service:
         if self.http is not None:  # requests in flight finish first; the server then stops by itself
             (server, _app), self.http = self.http, None
             server.stop(timeout_s)
-        drained = self._wait_in_flight(timeout_s)
+        self._wait_in_flight(timeout_s)
+        self._give_back_clips()
+        drained = not self.core.in_flight
         if not drained:
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
                         "finishes them (no output is half-written)", len(self.core.in_flight),

@@ -46,6 +46,7 @@ class Status:
     paused: dict[str, Any] | None = None        # while intake is paused: reason, seconds
     variant: str = ""                           # which IR at which precision runs, and why (choice)
     styles: dict[str, dict[str, Any]] = field(default_factory=dict)  # per served style: done, failed, compiled
+    clip: dict[str, Any] | None = None          # the clip in work: file, frames_done, frames_total, frames_per_s
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)

@@ -294,7 +294,8 @@ class Detector:
         if rel in self._unwanted_logged or len(self._unwanted_logged) >= MAX_TRACKED_FILES:
             return
         self._unwanted_logged.add(rel)
-        log.info("skipped %s: its extension is not in watch.extensions (%s); it stays in the inbox", rel,
+        log.info("skipped %s: its extension is not in watch.extensions or video.extensions (%s); it stays in "
+                 "the inbox", rel,
                  ", ".join(sorted(self.filter.extensions)))
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:

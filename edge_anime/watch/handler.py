@@ -136,7 +136,7 @@ class Handler:
 
     def _reserve_output(self, claim: Claim) -> None:
         """Pick the first free output name and reserve it; checked after reserving, so no race wins."""
-        from ..imaging import output_extension
+        from ..video import output_extension  # a clip's output is .mp4, a photo's what output.format says
 
         head, name = _split(claim.rel)
         folder = self.folders.outbox / head if head else self.folders.outbox
@@ -152,7 +152,7 @@ class Handler:
             return True
 
         out_name = naming.free_output_name(self.config.output.name_template, source_name=name, style=claim.style,
-                                           ext=output_extension(self.config.output, Path(name)), is_free=take)
+                                           ext=output_extension(self.config, Path(name)), is_free=take)
         folder.mkdir(parents=True, exist_ok=True)
         claim.dst = naming.child(folder, out_name)
 

@@ -1,0 +1,332 @@
+"""One clip through the shared pipeline: frames decoded ahead on a reader, encoded behind on a writer, in order.
+
+  reader (the calling thread): demux -> decode -> RGB -> ``imaging.plan`` (the photo's size rules, so every
+      frame of the clip is one static shape) -> ``Pipeline.submit``: the same engine, requests and encode
+      threads as the photos, with the same back-pressure;
+  the pipeline: inference of ``engine.num_requests`` frames at once (both cores busy), ``imaging.finish``;
+  writer (its own thread): takes the frames back in their order, blends static regions (``stability``),
+  encodes and muxes them between the audio packets they were read with (``writer.ClipWriter``).
+
+Memory does not grow with the clip's length: a window of frames (``pipeline.max_in_flight`` + 2) is in
+flight between reader and writer; the reader waits for the writer to free a slot.
+A stop (``cancel``) or any error ends both threads, removes the temp file and raises: nothing is visible.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import imaging
+from ..config import Config
+from ..errors import InputError, TransientError
+from ..imaging.decoded import Decoded
+from ..imaging.decoder import DRAFT_REDUCING_GAP
+from ..imaging.geometry import MIN_SIDE_PX, target_size
+from ..pipeline import Job, JobResult, Pipeline
+from .probe import ClipInfo, check_limits, open_input, read_info
+from .stability import Flicker, Smoother, static_weight
+from .writer import ClipWriter
+
+log = logging.getLogger("edge_anime.video")
+
+WAIT_STEP_S = 0.1  # longest a thread waits before looking at the stop flags again
+WINDOW_EXTRA = 2   # frames decoded ahead beyond what the pipeline holds
+SETTLE_TIMEOUT_S = 120.0  # after a failure: how long to wait for the frames still in the pipeline
+
+
+class ClipStopped(TransientError):
+    """The clip was stopped (the service is stopping); the input is untouched and is tried again."""
+
+
+@dataclass
+class Progress:
+    """Frames done of the clip in work, for the log line, ``status`` and metrics; read from any thread."""
+
+    name: str
+    total: int = 0
+    done: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def frames_per_s(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"file": self.name, "frames_done": self.done, "frames_total": self.total,
+                "frames_per_s": round(self.frames_per_s(), 2)}
+
+
+@dataclass
+class ClipResult:
+    """What one clip gave: the pipeline's JobResult shape (for the watch folder's log), plus the clip's own."""
+
+    job: Job
+    error: BaseException | None
+    timings_s: dict[str, float]
+    in_size: tuple[int, int] | None = None
+    out_size: tuple[int, int] | None = None
+    frames: int = 0
+    frames_per_s: float = 0.0
+    audio: str = "none"
+    flicker: tuple[float, float] | None = None  # (before, after) the static-region blend
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _Frame:
+    index: int
+    pts: int
+    rotation: int
+    planned: np.ndarray          # the input at the inference size (for the static weight and the figure)
+    weight: np.ndarray | None    # static weight vs the previous frame
+
+
+_END = object()
+
+
+class _Clip:
+    """The state shared by the reader, the pipeline's callbacks and the writer of one clip."""
+
+    def __init__(self, pipeline: Pipeline, config: Config, src: Path, dst: Path, info: ClipInfo, *,
+                 progress: Progress, cancel: threading.Event) -> None:
+        self.pipeline = pipeline
+        self.config = config
+        self.src, self.dst, self.info = src, dst, info
+        self.progress = progress
+        self.cancel = cancel
+        self.failed = threading.Event()
+        self.error: BaseException | None = None
+        self.events: queue.Queue[Any] = queue.Queue()
+        self.window = threading.Semaphore(pipeline.max_in_flight + WINDOW_EXTRA)
+        self.results: dict[int, JobResult] = {}
+        self.submitted = 0  # frames handed to the pipeline (reader)
+        self.returned = 0   # frames the pipeline called back for (under results_ready)
+        self.results_ready = threading.Condition()
+        self.in_size: tuple[int, int] | None = None
+        self.out_size: tuple[int, int] | None = None
+        self.flicker = Flicker()
+        self.audio = "none"
+
+    # -- errors and stops ------------------------------------------------------------------------------
+    def fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.failed.set()
+        with self.results_ready:
+            self.results_ready.notify_all()
+
+    def check(self) -> None:
+        if self.cancel.is_set():
+            raise ClipStopped(f"{self.src}: stopped before the clip was complete; it will be done again",
+                              stage="video")
+        if self.failed.is_set():
+            raise _Abandon
+
+    def wait_window(self) -> None:
+        while not self.window.acquire(timeout=WAIT_STEP_S):
+            self.check()
+
+    # -- pipeline callback -----------------------------------------------------------------------------
+    def on_frame(self, result: JobResult) -> None:
+        with self.results_ready:
+            self.results[result.job.tag] = result
+            self.returned += 1
+            self.results_ready.notify_all()
+
+    def take(self, index: int) -> JobResult:
+        with self.results_ready:
+            while index not in self.results:
+                self.check()
+                self.results_ready.wait(WAIT_STEP_S)
+            return self.results.pop(index)
+
+
+class _Abandon(Exception):
+    """The other thread failed; its error is the clip's."""
+
+
+def stylize_clip(pipeline: Pipeline, config: Config, src: Path, dst: Path, *, progress: Progress | None = None,
+                 cancel: threading.Event | None = None,
+                 on_frame: Callable[[Progress], None] | None = None) -> ClipResult:
+    """Stylize ``src`` into ``dst`` (an .mp4, renamed into place when complete); never raises for the clip's
+    own failures: they are in ``ClipResult.error`` (InputError, TransientError, ClipStopped, or a bug)."""
+    start = time.perf_counter()
+    progress = progress or Progress(src.name)
+    job = Job(src=src, dst=dst)
+    clip: _Clip | None = None
+    try:
+        container = open_input(src)
+        try:
+            info = check_limits(read_info(src, container), config)
+            progress.total = info.frames
+            clip = _Clip(pipeline, config, src, dst, info, progress=progress, cancel=cancel or threading.Event())
+            _run(clip, container, on_frame)
+        finally:
+            container.close()
+    except BaseException as exc:  # noqa: BLE001 - every failure is this clip's result, as in the pipeline
+        return ClipResult(job=job, error=exc, timings_s={"total": time.perf_counter() - start})
+    elapsed = time.perf_counter() - start
+    return ClipResult(job=job, error=None, timings_s={"total": elapsed}, in_size=clip.in_size,
+                      out_size=clip.out_size, frames=progress.done, frames_per_s=progress.done / max(elapsed, 1e-9),
+                      audio=clip.audio, flicker=clip.flicker.ratios())
+
+
+def _run(clip: _Clip, container: Any, on_frame: Callable[[Progress], None] | None) -> None:
+    video = container.streams.video[0]
+    video.thread_type = "AUTO"  # frame and slice threads: decoding keeps ahead of inference
+    writer = ClipWriter(clip.dst, cfg=clip.config.video, time_base=Fraction(video.time_base), fps=clip.info.fps,
+                        audio_streams=list(container.streams.audio))
+    clip.audio = writer.describe_audio()
+    thread = threading.Thread(target=_write_all, args=(clip, writer, on_frame), name="ea-video-write", daemon=True)
+    thread.start()
+    try:
+        _read_all(clip, container)
+    except _Abandon:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - the clip's error; the writer stops on it
+        clip.fail(exc)
+    finally:
+        clip.events.put(_END)
+        thread.join()
+        _settle_in_flight(clip)
+    if clip.error is not None:
+        writer.abort()
+        raise clip.error
+    decoded = clip.progress.done
+    if decoded == 0 or (clip.info.frames_exact and decoded < clip.info.frames) or \
+            (not clip.info.frames_exact and decoded < 0.9 * clip.info.frames):
+        writer.abort()
+        raise InputError(f"{clip.src}: truncated or damaged: {decoded} of the {clip.info.frames} frames its header "
+                         "states could be decoded", stage="decode")
+    writer.commit()
+
+
+def _read_all(clip: _Clip, container: Any) -> None:
+    """The reader: decode ahead, plan each frame by the image policy, submit it; audio packets pass through."""
+    video = container.streams.video[0]
+    previous: np.ndarray | None = None
+    multiple = clip.pipeline.multiple
+    index = 0
+    for item in _demux(clip, container):
+        clip.check()
+        if not hasattr(item, "to_ndarray"):
+            clip.events.put(item)
+            continue
+        original = (int(item.width), int(item.height))
+        scaled = scaled_size(original, clip.config, multiple=multiple)
+        if scaled is None:
+            rgb = item.to_ndarray(format="rgb24")
+        else:
+            rgb = item.to_ndarray(width=scaled[0], height=scaled[1], format="rgb24", interpolation="AREA")
+        decoded = Decoded(rgb=rgb, alpha=None, source_format="VIDEO", original_size=original, exif=None, icc=None,
+                          path=clip.src)
+        planned = imaging.plan(decoded, clip.config.image, multiple=multiple)
+        clip.in_size = original
+        weight = static_weight(planned.rgb, previous, clip.config.video.static_threshold)
+        previous = planned.rgb
+        pts = item.pts if item.pts is not None else int(index / (clip.info.fps * video.time_base))
+        clip.wait_window()
+        clip.events.put(_Frame(index=index, pts=pts, rotation=item.rotation, planned=planned.rgb, weight=weight))
+        clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame))
+        clip.submitted += 1
+        index += 1
+
+
+def scaled_size(original: tuple[int, int], config: Config, *, multiple: int) -> tuple[int, int] | None:
+    """The size FFmpeg's scaler converts each frame to, when smaller than the frame: twice the planned size, as
+    a large JPEG is drafted (``imaging.decoder.DRAFT_REDUCING_GAP``), so ``imaging.plan``'s LANCZOS does only
+    the last step. A 720p frame at max_side 256 is converted at 512x288 instead of 1280x720: the YUV->RGB
+    conversion and the resize cost a fifth, which at small sizes is a real share of a frame's CPU time."""
+    cfg = config.image
+    if cfg.resize == "keep":
+        return None
+    target = target_size(original, cfg, multiple=max(multiple, cfg.multiple, MIN_SIDE_PX))
+    if target is None:
+        return None  # over budget and refused: plan() says so with the reason
+    width, height = original
+    if cfg.resize == "center_square":
+        scale = target[0] * DRAFT_REDUCING_GAP / min(width, height)  # the crop keeps its side >= twice the target
+        wanted = (math.ceil(width * scale), math.ceil(height * scale))
+    else:
+        wanted = (math.ceil(target[0] * DRAFT_REDUCING_GAP), math.ceil(target[1] * DRAFT_REDUCING_GAP))
+    if wanted[0] >= width or wanted[1] >= height:
+        return None
+    return wanted
+
+
+def _demux(clip: _Clip, container: Any) -> Iterator[Any]:
+    """Frames of the first video stream and packets of every audio stream, in the file's order; FFmpeg's
+    errors on a damaged stream become InputErrors naming the file."""
+    import av
+
+    video = container.streams.video[0]
+    try:
+        for packet in container.demux(video, *container.streams.audio):
+            if packet.stream.type == "video":
+                yield from packet.decode()
+            elif packet.dts is not None:
+                yield packet
+    except av.FFmpegError as exc:
+        raise InputError(f"{clip.src}: truncated or damaged: {exc}", stage="decode") from None
+
+
+def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], None] | None) -> None:
+    """The writer: frames back in order, blended, encoded; audio muxed between them as it was read."""
+    smoother = Smoother(clip.config.video.temporal_smoothing)
+    last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # planned input, raw output, shown output
+    try:
+        while True:
+            try:
+                event = clip.events.get(timeout=WAIT_STEP_S)
+            except queue.Empty:
+                clip.check()
+                continue
+            if event is _END:
+                return
+            if not isinstance(event, _Frame):
+                writer.audio_packet(event)
+                continue
+            result = clip.take(event.index)
+            if result.error is not None:
+                raise result.error
+            assert result.image is not None
+            raw = np.asarray(result.image)  # RGB: a clip has no alpha
+            shown = smoother.apply(raw, event.weight)
+            clip.flicker.add(event.weight, (event.planned, last[0] if last else None),
+                             (raw, last[1] if last else None), (shown, last[2] if last else None))
+            last = (event.planned, raw, shown)
+            writer.write(shown, event.pts, rotation=event.rotation)
+            clip.out_size = (shown.shape[1], shown.shape[0])
+            clip.window.release()
+            clip.progress.done += 1
+            if on_frame is not None:
+                on_frame(clip.progress)
+    except _Abandon:
+        return
+    except BaseException as exc:  # noqa: BLE001 - the clip's error; the reader stops on it
+        clip.fail(exc)
+
+
+def _settle_in_flight(clip: _Clip) -> None:
+    """Wait until every frame submitted has come back (the pipeline calls back exactly once per job, a closing
+    one too): when a clip returns, none of its frames is still in the shared pipeline."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    with clip.results_ready:
+        while clip.returned < clip.submitted and time.monotonic() < deadline:
+            clip.results_ready.wait(WAIT_STEP_S)
+    if clip.returned < clip.submitted:
+        log.warning("%s: %d frame(s) still in the pipeline after %g s", clip.src, clip.submitted - clip.returned,
+                    SETTLE_TIMEOUT_S)

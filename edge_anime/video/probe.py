@@ -1,0 +1,110 @@
+"""The container's header -> ``ClipInfo``, and the limits that refuse a clip before any frame is decoded.
+
+Why from the header: a 4K two-hour clip must be refused in milliseconds, not after minutes of decoding.
+``video.max_seconds``, ``video.max_frames`` and ``image.max_pixels`` (per frame, the photo's guard) are
+checked here. A zero-byte file, a file FFmpeg cannot open (a truncated MP4 has no ``moov`` index), one
+without a video stream and one whose stream holds no frame are InputErrors naming the file.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import InputError
+from . import require_av
+
+DEFAULT_FPS = Fraction(25)  # a stream that states no rate at all (rare): FFmpeg's own default
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """What the header says; ``frames`` is exact when ``frames_exact``, else duration x rate."""
+
+    path: Path
+    width: int
+    height: int
+    fps: Fraction
+    frames: int
+    frames_exact: bool
+    seconds: float
+    audio_codecs: tuple[str, ...]
+
+
+def open_input(path: Path) -> Any:
+    """``av.open`` for reading, its errors as InputErrors naming the file (stage ``probe``)."""
+    av = require_av(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}", stage="read") from exc
+    if size == 0:
+        raise InputError(f"{path}: an empty file (0 bytes), not a clip", stage="probe")
+    try:
+        return av.open(str(path), "r")
+    except av.FFmpegError as exc:
+        raise InputError(f"{path}: not a readable clip (truncated or damaged?): {_why(exc)}", stage="probe") from None
+
+
+def probe(path: Path, config: Config) -> ClipInfo:
+    """Read the header and apply the limits; InputError(stage="probe") saying what was refused and why."""
+    container = open_input(path)
+    try:
+        return check_limits(read_info(path, container), config)
+    finally:
+        container.close()
+
+
+def read_info(path: Path, container: Any) -> ClipInfo:
+    if not container.streams.video:
+        # MP4's demuxer drops a video track without a single frame: a zero-length clip lands here too
+        raise InputError(f"{path}: no video stream with frames (audio or data only, or zero-length)", stage="probe")
+    stream = container.streams.video[0]
+    ctx = stream.codec_context
+    width, height = int(ctx.width or 0), int(ctx.height or 0)
+    if width <= 0 or height <= 0:
+        raise InputError(f"{path}: the video stream states no picture size", stage="probe")
+    fps = Fraction(stream.average_rate or stream.guessed_rate or DEFAULT_FPS)
+    seconds = _seconds(stream, container)
+    frames = int(stream.frames or 0)
+    exact = frames > 0
+    if not exact:
+        frames = int(math.floor(seconds * fps + 0.5))
+    if frames <= 0 or seconds <= 0:
+        raise InputError(f"{path}: a zero-length clip (no frames in its video stream)", stage="probe")
+    audio = tuple(s.codec_context.name for s in container.streams.audio)
+    return ClipInfo(path=path, width=width, height=height, fps=fps, frames=frames, frames_exact=exact,
+                    seconds=seconds, audio_codecs=audio)
+
+
+def check_limits(info: ClipInfo, config: Config) -> ClipInfo:
+    cfg = config.video
+    if info.seconds > cfg.max_seconds:
+        raise InputError(f"{info.path}: {info.seconds:.1f} s long, over video.max_seconds={cfg.max_seconds:g}",
+                         stage="probe")
+    if info.frames > cfg.max_frames:
+        raise InputError(f"{info.path}: {info.frames} frames, over video.max_frames={cfg.max_frames}", stage="probe")
+    pixels = info.width * info.height
+    if pixels > config.image.max_pixels:
+        raise InputError(f"{info.path}: frames of {info.width}x{info.height} = {pixels} pixels, over "
+                         f"image.max_pixels={config.image.max_pixels}", stage="probe")
+    return info
+
+
+def _seconds(stream: Any, container: Any) -> float:
+    """The video stream's duration, else the container's (Matroska states only the latter)."""
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    if container.duration is not None:
+        return float(container.duration) / 1_000_000  # AV_TIME_BASE
+    return 0.0
+
+
+def _why(exc: BaseException) -> str:
+    """FFmpeg's message without the file name it repeats."""
+    text = getattr(exc, "strerror", None) or str(exc)
+    return str(text)
