@@ -6,7 +6,13 @@ named. The last cases are the realistic ones: the photos at ``max_side: 512``, m
 at the default and smaller sizes: every shape in use holds its own activation memory per stream, idle ones
 only their compiled graph once over ``shape_cache_mb``.
 
+With ``--shapes 1,2,4,8`` it measures instead the default setup (``max_side: 512``, THROUGHPUT, the bundled
+toon's INT8 variant) per number of input shapes in use: K camera-size crops of one photo, each a different
+shape at 512, every one run three times through the pipeline in a fresh process; peak RSS (VmHWM), RSS
+after the engine started, and what the shape cache holds and estimates (``Engine.cache_mb``).
+
     python benchmarks/memory.py [--limit 4]
+    python benchmarks/memory.py --shapes 1,2,4,6,8 [--shape-cache-mb 2048]
 """
 from __future__ import annotations
 
@@ -67,13 +73,77 @@ def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int 
             "torch_loaded": "torch" in sys.modules}
 
 
+def _status_mb(field: str) -> float:
+    """VmRSS / VmHWM of this process in MB (VmHWM, unlike ru_maxrss, is this process's own, not a parent's)."""
+    text = Path("/proc/self/status").read_text()
+    return int(text.split(f"{field}:")[1].split()[0]) / 1024
+
+
+def shapes_worker(count: int, photo: Path, shape_cache_mb: int | None) -> dict[str, Any]:
+    """The default setup with ``count`` shapes in use (see the module docstring)."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO))
+    from PIL import Image
+
+    from edge_anime.bench import measure
+    from edge_anime.choice import open_engine
+    from edge_anime.config import parse_config
+
+    device: dict[str, Any] = {"cache_dir": str(RESULTS_DIR / "ovcache"), "performance_hint": "THROUGHPUT"}
+    if shape_cache_mb is not None:
+        device["shape_cache_mb"] = shape_cache_mb
+    raw = {"model": {"path": "toon", "variant": "int8"}, "device": device,
+           "image": {"resize": "max_side", "max_side": 512}, "output": {"quality": 92}}
+    config = parse_config(raw, base_dir=REPO)
+    with tempfile.TemporaryDirectory(prefix="edge-anime-shapes-") as tmp, Image.open(photo) as source:
+        source = source.convert("RGB")
+        files = []
+        for i in range(count):  # 1024 x (768 + 16 i): 512 x (384 + 8 i) after max_side, one shape each
+            path = Path(tmp) / f"shape_{i}.jpg"
+            source.resize((1024, 768 + 16 * i)).save(path, quality=92)
+            files.append(path)
+        _, engine = open_engine(config)
+        started_mb = _status_mb("VmRSS")
+        report = measure(config, files * 3, repeat=1, warmup=0, engine=engine)
+        released = engine.released_shapes()
+        return {"shapes": count, "peak_rss_mb": _status_mb("VmHWM"), "rss_after_start_mb": started_mb,
+                "rss_end_mb": _status_mb("VmRSS"), "estimate_mb": engine.cache_mb(),
+                "shape_cache_mb": engine.device.shape_cache_mb, "kept": len(engine.cached_shapes()),
+                "released": len(released), "failed": report["failed"],
+                "variant": engine.model_info.variant_name,
+                "streams": report["plugin"]["effective"].get("NUM_STREAMS"),
+                "precision": report["plugin"]["effective"].get("INFERENCE_PRECISION_HINT")}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
     parser.add_argument("--limit", type=int, default=4, help="photos per fixed-size case (all for mixed cases)")
     parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--shapes", default=None, help="comma-separated shape counts: the default setup per count")
+    parser.add_argument("--shape-cache-mb", type=int, default=None, help="device.shape_cache_mb for --shapes")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    photo = next(iter(sorted(args.photos.glob("scene_*.jpg"))), None)
+    if args.worker is not None and args.worker.startswith("shapes:"):
+        assert photo is not None
+        print(json.dumps(shapes_worker(int(args.worker.split(":")[1]), photo, args.shape_cache_mb)))
+        return 0
+    if args.shapes:
+        if photo is None:
+            parser.error(f"--shapes needs a photo: none in {args.photos}")
+        extra = ["--shape-cache-mb", str(args.shape_cache_mb)] if args.shape_cache_mb else []
+        rows = []
+        for count in (int(c) for c in args.shapes.split(",")):
+            row = run_worker(__file__, ["--worker", f"shapes:{count}", "--photos", str(args.photos), *extra],
+                             product_environment())
+            print(row, flush=True)
+            rows.append(row)
+        table = ("default setup (max_side 512, THROUGHPUT, toon INT8) per number of shapes in use, one process "
+                 "each\n\n" + markdown_table(rows, list(rows[0])))
+        write_results("memory_shapes", {"machine": machine(), "rows": rows}, table)
+        return 0
     if args.worker is not None:
         case = dict(CASES)[args.worker]
         limit = None if "mixed" in args.worker else args.limit
