@@ -13,6 +13,13 @@ after the engine started, and what the shape cache holds and estimates (``Engine
 
     python benchmarks/memory.py [--limit 4]
     python benchmarks/memory.py --shapes 1,2,4,6,8 [--shape-cache-mb 2048]
+
+``--shape-cost`` measures what ``engine.ACTIVATION_BYTES_PER_PX`` and ``IDLE_SHAPE_MB`` hold: per variant of
+the bundled toon at f32, THROUGHPUT, for 256x256, 512x512 and 768x512 in one fresh process, RSS before the
+compile, after it, after one inference on every stream at once, and after ``release_memory``; the slope
+of activations over pixels per stream is the figure the shape cache's estimate uses.
+
+    python benchmarks/memory.py --shape-cost
 """
 from __future__ import annotations
 
@@ -116,6 +123,48 @@ def shapes_worker(count: int, photo: Path, shape_cache_mb: int | None) -> dict[s
                 "precision": report["plugin"]["effective"].get("INFERENCE_PRECISION_HINT")}
 
 
+COST_SIZES_HW = ((256, 256), (512, 512), (768, 512))
+
+
+def cost_worker(variant: str) -> dict[str, Any]:
+    """RSS steps of each shape of ``COST_SIZES_HW`` for one variant of the bundled toon (module docstring)."""
+    sys.path.insert(0, str(REPO))
+    import numpy as np
+
+    from edge_anime.config import DeviceSection
+    from edge_anime.engine import Engine
+    from edge_anime.models import load_model_info
+
+    style = load_model_info(REPO / "models" / "toon", verify=False)
+    device = DeviceSection(performance_hint="THROUGHPUT", inference_precision="f32",
+                           cache_dir=RESULTS_DIR / "ovcache", shape_cache_size=16, shape_cache_mb=100_000)
+    engine = Engine(style.with_variant(variant, verify=False), device)
+    streams = int(engine.effective.get("NUM_STREAMS", 1))
+    rows = []
+    for height, width in COST_SIZES_HW:
+        before = _status_mb("VmRSS")
+        compiled = engine.compiled(height, width)
+        compiled_mb = _status_mb("VmRSS")
+        image = np.random.default_rng(0).integers(0, 256, (1, height, width, 3), dtype=np.uint8)
+        requests = [compiled.create_infer_request() for _ in range(streams)]
+        for request in requests:  # all at once: each stream allocates its own activations
+            request.start_async({0: image})
+        for request in requests:
+            request.wait()
+        inferred_mb = _status_mb("VmRSS")
+        del requests
+        compiled.release_memory()
+        rows.append({"variant": variant, "size": f"{width}x{height}", "streams": streams,
+                     "compile_mb": compiled_mb - before, "activations_mb": inferred_mb - compiled_mb,
+                     "after_release_mb": _status_mb("VmRSS") - before,
+                     "estimate_mb": engine.shape_mb(height, width)})
+    pixels = [h * w for h, w in COST_SIZES_HW]
+    slope = (rows[-1]["activations_mb"] - rows[0]["activations_mb"]) * (1 << 20) / (pixels[-1] - pixels[0])
+    for row in rows:
+        row["bytes_per_px_per_stream"] = round(slope / streams)
+    return {"rows": rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photos", type=Path, default=PHOTOS_DIR)
@@ -123,8 +172,21 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--shapes", default=None, help="comma-separated shape counts: the default setup per count")
     parser.add_argument("--shape-cache-mb", type=int, default=None, help="device.shape_cache_mb for --shapes")
+    parser.add_argument("--shape-cost", action="store_true", help="RSS per compiled shape, per variant")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker is not None and args.worker.startswith("cost:"):
+        print(json.dumps(cost_worker(args.worker.split(":")[1])))
+        return 0
+    if args.shape_cost:
+        rows = [row for variant in ("fp16", "int8")
+                for row in run_worker(__file__, ["--worker", f"cost:{variant}"], product_environment())["rows"]]
+        for row in rows:
+            print(row, flush=True)
+        table = ("RSS of one compiled shape of the bundled toon, THROUGHPUT, f32 (one fresh process per variant)\n\n"
+                 + markdown_table(rows, list(rows[0])))
+        write_results("memory_shape_cost", {"machine": machine(), "rows": rows}, table)
+        return 0
     photo = next(iter(sorted(args.photos.glob("scene_*.jpg"))), None)
     if args.worker is not None and args.worker.startswith("shapes:"):
         assert photo is not None
