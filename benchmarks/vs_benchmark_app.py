@@ -13,7 +13,8 @@ photos are cycled into one pass of ``--images`` files, so the seconds at a pass'
 before any inference can run) and end (one stream finishing the last image alone) weigh as they do in a
 watch folder that keeps receiving photos, not as in a 12-photo batch.
 
-    python benchmarks/vs_benchmark_app.py [--rounds 2] [--seconds 20] [--int8 MODEL_DIR]
+    python benchmarks/vs_benchmark_app.py [--rounds 2] [--seconds 20] [--int8 MODEL_DIR] [--precisions '']
+    python benchmarks/vs_benchmark_app.py --int8 models/toon --precisions '' --rounds 3   # the INT8 ceiling
 """
 from __future__ import annotations
 
@@ -61,17 +62,31 @@ def benchmark_app(xml: Path, precision: str, seconds: int, env: dict[str, str]) 
             "streams": int(streams.group(1)) if streams else None}
 
 
-def ours(xml: Path, precision: str, photos: Path, limit: int | None, images: int, env: dict[str, str]) -> dict[str, Any]:
-    return run_worker(__file__, ["--worker", "--model", str(xml.parent), "--precision", precision, "--photos",
-                                 str(photos), "--images", str(images)] + (["--limit", str(limit)] if limit else []), env)
+def ours(xml: Path, precision: str, photos: Path, limit: int | None, images: int, env: dict[str, str], *,
+         tree: Path = REPO) -> dict[str, Any]:
+    """Our pipeline in a fresh process, on the code of ``tree`` (this checkout, or ``--before``'s)."""
+    variant = ["--variant", xml.stem.split("_", 1)[1]] if "_" in xml.stem else []  # model_int8.xml -> int8
+    return run_worker(str(tree / "benchmarks" / Path(__file__).name), ["--worker", "--model", str(xml.parent), "--precision", precision, "--photos",
+                                 str(photos), "--images", str(images), *variant]
+                      + (["--limit", str(limit)] if limit else []), env)
 
 
-def worker(model_dir: Path, precision: str, photos: Path, limit: int | None, images: int) -> dict[str, Any]:
+def int8_xml(folder: Path) -> Path:
+    """The INT8 IR of ``folder``: a style's ``int8`` variant (``model_int8.xml``) or a folder of its own."""
+    variant = folder / "model_int8.xml"
+    return variant if variant.is_file() else folder / "model.xml"
+
+
+def worker(model_dir: Path, precision: str, photos: Path, limit: int | None, images: int,
+           variant: str | None) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
     from edge_anime.bench import input_files, measure
     from edge_anime.config import parse_config
 
-    raw = {"model": {"path": str(model_dir / "model.xml")},
+    model: dict[str, Any] = {"path": str(model_dir)} if variant else {"path": str(model_dir / "model.xml")}
+    if variant:
+        model["variant"] = variant
+    raw = {"model": model,
            "device": {"performance_hint": "THROUGHPUT", "inference_precision": precision,
                       "cache_dir": str(RESULTS_DIR / "ovcache")},
            "image": {"resize": "fixed", "fixed": f"{SIZE_HW[1]}x{SIZE_HW[0]}"},
@@ -95,33 +110,46 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="only the first N photos")
     parser.add_argument("--images", type=int, default=48, help="images per timed pass (the photos cycled)")
     parser.add_argument("--model", type=Path, default=None, help="fp32 model folder (default: seeded-random IR)")
-    parser.add_argument("--int8", type=Path, default=None, help="an INT8 model folder")
+    parser.add_argument("--int8", type=Path, default=None,
+                        help="an INT8 model folder, or a style folder with an int8 variant (models/toon)")
     parser.add_argument("--precisions", default="f32,auto", help="inference precisions for the fp32 IR (\"\" for none)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="another checkout (e.g. `git worktree add /tmp/before main`) run as a third side, "
+                             "'pipeline before', in the same rounds: a change's effect as ratios of one run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--glibc-default-pages", action="store_true", help="both sides without the huge-page tunable")
     parser.add_argument("--precision", default="f32", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     env = dict(os.environ) if args.glibc_default_pages else product_environment()
     if args.worker:
-        print(json.dumps(worker(args.model, args.precision, args.photos, args.limit, args.images)))
+        print(json.dumps(worker(args.model, args.precision, args.photos, args.limit, args.images, args.variant)))
         return 0
-    model = (args.model or ensure_seeded_ir()).resolve()
-    variants = [(f"fp32 IR, {p}", model / "model.xml", p) for p in args.precisions.split(",") if p]
+    precisions = [p for p in args.precisions.split(",") if p]
+    model = (args.model or ensure_seeded_ir()).resolve() if precisions else None
+    variants = [(f"fp32 IR, {p}", model / "model.xml", p) for p in precisions if model is not None]
     if args.int8:
-        variants.append(("int8 IR", args.int8.resolve() / "model.xml", "auto"))
+        variants.append(("int8 IR", int8_xml(args.int8.resolve()), "auto"))
     rows, raw = [], []
     for name, xml, precision in variants:
+        sides = ["benchmark_app", "pipeline"] + (["pipeline before"] if args.before else [])
         per_round = alternating_rounds(
-            ["benchmark_app", "pipeline"], args.rounds, label=f"{name} ",
+            sides, args.rounds, label=f"{name} ",
             run=lambda side: (benchmark_app(xml, precision, args.seconds, env)  # noqa: B023 - called in this loop
                               if side == "benchmark_app"
-                              else ours(xml, precision, args.photos, args.limit, args.images, env)))  # noqa: B023
-        ratios = [p["pipeline"]["images_per_s"] / p["benchmark_app"]["images_per_s"] for p in per_round]
-        rows.append({"model": name, "benchmark_app images/s": median([p["benchmark_app"]["images_per_s"] for p in per_round]),
-                     "pipeline images/s": median([p["pipeline"]["images_per_s"] for p in per_round]),
-                     "pipeline / benchmark_app": median(ratios), "per-round": ", ".join(f"{x:.2f}" for x in ratios),
-                     "pipeline CPU %": median([p["pipeline"]["cpu_utilisation_pct"] for p in per_round]),
-                     "precision": per_round[0]["pipeline"]["precision"]})
+                              else ours(xml, precision, args.photos, args.limit, args.images, env,  # noqa: B023
+                                        tree=args.before.resolve() if side == "pipeline before" else REPO)))
+        for side in sides[1:]:
+            ratios = [p[side]["images_per_s"] / p["benchmark_app"]["images_per_s"] for p in per_round]
+            stages = {s: median([p[side]["stages_s_per_image"][s] for p in per_round]) * 1000
+                      for s in ("decode", "resize", "infer", "encode")}
+            rows.append({"model": name, "side": side,
+                         "benchmark_app images/s": median([p["benchmark_app"]["images_per_s"] for p in per_round]),
+                         "pipeline images/s": median([p[side]["images_per_s"] for p in per_round]),
+                         "pipeline / benchmark_app": median(ratios), "per-round": ", ".join(f"{x:.2f}" for x in ratios),
+                         "pipeline CPU %": median([p[side]["cpu_utilisation_pct"] for p in per_round]),
+                         **{f"{s} ms": v for s, v in stages.items()},
+                         "precision": per_round[0][side]["precision"]})
         raw.append({"variant": name, "rounds": per_round})
     table = (f"shape 1x{SIZE_HW[0]}x{SIZE_HW[1]}x3, THROUGHPUT hint; pipeline = real photos from {args.photos} "
              f"(decode, resize, infer, JPEG encode, atomic write), {args.images} images a pass; benchmark_app -t {args.seconds}; both sides "

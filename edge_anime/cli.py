@@ -11,7 +11,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import __version__
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
 from .host import huge_pages_environment
 from .service.signals import hold
@@ -42,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="edge-anime",
         description="Photo-to-anime on CPU with OpenVINO: a watch folder, one-shot stylize, bench and tune.",
     )
+    from . import __version__  # read from the installed metadata only when a parser is built
+
     parser.add_argument("-V", "--version", action="version", version=f"edge-anime {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, add_name, run_name, help_text) in COMMANDS.items():

@@ -128,7 +128,7 @@ class DeviceSection(_Section):
     cache_dir: PathField | None = Field(default_factory=lambda: default_locations().cache)  # null disables
     shape_policy: Literal["static", "dynamic"] = "static"
     shape_cache_size: int = Field(default=16, ge=1, le=64)  # compiled static shapes kept (LRU)
-    shape_cache_mb: int = Field(default=2048, ge=64)  # estimated inference memory of the shapes kept, all streams
+    shape_cache_mb: int = Field(default=768, ge=64)  # estimated inference memory of the shapes kept, all streams
 
 
 class ImageSection(_Section):

@@ -25,10 +25,10 @@ import openvino as ov
 from .config import DeviceSection
 from .errors import ConfigError, ModelError
 from .host import huge_pages_on
-from .imaging.geometry import estimate_inference_mb
 from .models import ModelInfo
 
 log = logging.getLogger(__name__)
+MIB = 1 << 20
 
 # What the config spells -> the OpenVINO element type name the plugin reports back.
 PRECISIONS: dict[str, str] = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
@@ -77,11 +77,18 @@ plus a slightly slower first inference, far less than one dynamic inference lose
 """
 
 # What a compiled shape still holds after ``CompiledModel.release_memory()`` gave back its activation
-# buffers: measured 18-20 MB of RSS per shape (toon IR, THROUGHPUT with 2 streams, f32 and bf16, 384-512 px;
-# identical outputs after the buffers came back), against ~500 MB live in f32. Kept with headroom.
+# buffers: measured 15-25 MB of RSS per shape (toon IR, THROUGHPUT with 2 streams, f32 and bf16, 256-768 px,
+# FP16 and INT8 IRs; identical outputs after the buffers came back). Kept with headroom. A live shape holds
+# this too (measured: compiling a shape adds the same 15-22 MB before its first inference).
 IDLE_SHAPE_MB = 24
-
-
+# Activation memory of a live shape, per pixel and per stream, by what runs (``shape_mb``). Measured with
+# ``python benchmarks/memory.py --shape-cost`` (one fresh process, RSS before compile / after one inference
+# on every stream / after release_memory; toon IR, THROUGHPUT, 2 streams, 256x256, 512x512, 768x512; the
+# intercept of the fit is < 5 MB, so a shape costs IDLE_SHAPE_MB + slope x pixels x streams):
+#     FP16 IR at f32 1030 B/px, INT8 IR at f32 387 B/px (AMD EPYC, AVX2, OpenVINO 2026.4.1);
+#     bf16 527 B/px (imaging.geometry's measurement, AMX Xeon). ~8 % headroom on each; f16 (AMX-FP16) is
+# taken as bf16 and an INT8 IR at bf16 as INT8 at f32 (its float parts then only shrink).
+ACTIVATION_BYTES_PER_PX: dict[str, int] = {"f32": 1100, "bf16": 570, "f16": 570, "int8": 420}
 def compile_properties(device: DeviceSection) -> dict[str, Any]:
     """The CPU plugin properties for ``device``; "auto" values are left out so the plugin decides them."""
     props: dict[str, Any] = {
@@ -254,14 +261,26 @@ class Engine:
             self._sync_requests.pop(id(old), None)
             log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
 
-    def cache_mb(self) -> float:
-        """Estimated memory of the static shapes held: each stream of a live shape has its own activations,
-        a released shape only its compiled graph (``IDLE_SHAPE_MB``).
-
-        Uses imaging's measured per-pixel figure (f32, the worst case), so bf16/int8 stay well inside."""
+    def shape_mb(self, height: int, width: int) -> float:
+        """Estimated RSS of one live static shape: its compiled graph (``IDLE_SHAPE_MB``) plus each stream's
+        activations at the measured bytes per pixel of what runs (``ACTIVATION_BYTES_PER_PX``)."""
         streams = int(self.effective.get("NUM_STREAMS", 1) or 1)
-        return sum(IDLE_SHAPE_MB if (h, w) in self._released else estimate_inference_mb(w, h) * streams
-                   for h, w in self._cache)
+        return IDLE_SHAPE_MB + streams * height * width * self.activation_bytes_per_px() / MIB
+
+    def activation_bytes_per_px(self) -> int:
+        """Bytes per pixel per stream of this engine's activations: an INT8 IR's, or the float precision
+        the plugin runs (f32 when it reports none)."""
+        if self.model_info.precision == "int8":
+            return ACTIVATION_BYTES_PER_PX["int8"]
+        precision = str(self.effective.get("INFERENCE_PRECISION_HINT", "f32"))
+        return ACTIVATION_BYTES_PER_PX.get(precision, ACTIVATION_BYTES_PER_PX["f32"])
+
+    def cache_mb(self) -> float:
+        """Estimated memory of the static shapes held (``device.shape_cache_mb`` bounds it): ``shape_mb`` for
+        a live shape, ``IDLE_SHAPE_MB`` for one whose activations were given back. A shape whose inference
+        is still running when the bound is applied cannot give them back until it ends, so the process may
+        pass the bound by at most the shapes in flight (``engine.num_requests`` of them)."""
+        return sum(IDLE_SHAPE_MB if (h, w) in self._released else self.shape_mb(h, w) for h, w in self._cache)
 
     def released_shapes(self) -> list[tuple[int, int]]:
         """(H, W) of the cached shapes whose activation memory is given back (they allocate on next use)."""

@@ -14,6 +14,9 @@ from typing import Any
 import yaml
 
 MAX_NODES = 100_000
+# libyaml's parser when PyYAML was built with it (its wheels are): the same safe constructor, ~7x faster.
+# Every start reads the style's manifest (per-photo quality figures, ~900 nodes): 41 ms in Python, 6 in C.
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class YamlError(ValueError):
@@ -39,7 +42,7 @@ def _expanded_size_exceeds(root: yaml.Node, limit: int) -> bool:
 
 def load_bounded(text: str, *, max_nodes: int = MAX_NODES) -> Any:
     """``yaml.safe_load`` that refuses, in milliseconds, a document larger than ``max_nodes`` expanded."""
-    loader = yaml.SafeLoader(text)
+    loader = _SAFE_LOADER(text)
     try:
         try:
             root = loader.get_single_node()

@@ -2,15 +2,20 @@
 and static and dynamic compiles give the same pictures. Real OpenVINO on the seeded-random IR, tiny sizes."""
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from conftest import REPO_ROOT
 from edge_anime.config import DeviceSection
-from edge_anime.engine import Engine, compile_properties
+from edge_anime.engine import IDLE_SHAPE_MB, Engine, compile_properties
 from edge_anime.errors import ConfigError
 from edge_anime.models import ModelInfo, load_model_info
 
@@ -128,31 +133,84 @@ def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: 
 
 
 def test_shape_cache_also_bounded_by_memory(model: ModelInfo, tmp_path: Path) -> None:
-    # 64 MB allows one 64x64 shape per stream or so: every new size evicts the previous one, the newest stays.
-    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1))
-    engine.compiled(64, 64)
-    engine.compiled(64, 96)
-    assert engine.cached_shapes() == [(64, 96)]
+    # 64 MB holds one live 128x128 or 128x160 f32 shape (41 / 46 MB), not both: a new size evicts the previous one.
+    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
+                                   inference_precision="f32"))
+    assert engine.shape_mb(128, 128) < 64 < engine.shape_mb(128, 128) + engine.shape_mb(128, 160)
+    engine.compiled(128, 128)
+    engine.compiled(128, 160)
+    assert engine.cached_shapes() == [(128, 160)]
     roomy = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=4096, num_streams=1))
-    roomy.compiled(64, 64)
-    roomy.compiled(64, 96)
-    assert roomy.cached_shapes() == [(64, 64), (64, 96)] and roomy.cache_mb() < 4096
+    roomy.compiled(128, 128)
+    roomy.compiled(128, 160)
+    assert roomy.cached_shapes() == [(128, 128), (128, 160)] and roomy.cache_mb() < 4096
 
 
 def test_over_the_memory_bound_idle_shapes_give_their_memory_back_and_stay_compiled(model: ModelInfo,
                                                                                    tmp_path: Path) -> None:
-    # 100 MB holds one live 64-px shape (~60 MB estimated) plus released ones (IDLE_SHAPE_MB each), not two live.
-    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=100, num_streams=1,
+    # 64 MB holds one live 104x128 or 112x128 f32 shape (38 / 39 MB) plus a released one (IDLE_SHAPE_MB), not two live.
+    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
                                    inference_precision="f32"))
-    a, b = _image(64, 64, seed=1), _image(64, 96, seed=2)
+    assert max(engine.shape_mb(104, 128), engine.shape_mb(112, 128)) + IDLE_SHAPE_MB <= 64
+    assert engine.shape_mb(104, 128) + engine.shape_mb(112, 128) > 64
+    a, b = _image(104, 128, seed=1), _image(112, 128, seed=2)
     first_a, first_b = engine.infer(a), engine.infer(b)
-    assert engine.released_shapes() == [(64, 64)] and engine.cache_mb() <= 100
+    assert engine.released_shapes() == [(104, 128)] and engine.cache_mb() <= 64
     compiles = engine.compiles
     again_a = engine.infer(a)  # a returns: no compile, its buffers come back, b gives its own up
     assert engine.compiles == compiles
-    assert engine.released_shapes() == [(64, 96)] and engine.cached_shapes() == [(64, 96), (64, 64)]
+    assert engine.released_shapes() == [(112, 128)] and engine.cached_shapes() == [(112, 128), (104, 128)]
     assert np.array_equal(again_a, first_a) and np.array_equal(engine.infer(b), first_b)
     assert engine.compiles == compiles
+
+
+# Six shapes of 192 x 192-272 run twice in a fresh process: the RSS the shape cache makes it grow by, the
+# peak (VmHWM) over the RSS once the engine has started, against device.shape_cache_mb.
+_SHAPES_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    from edge_anime.config import DeviceSection
+    from edge_anime.engine import Engine
+    from edge_anime.models import load_model_info
+
+    def status_mb(field):
+        return int(Path("/proc/self/status").read_text().split(field + ":")[1].split()[0]) / 1024
+
+    device = DeviceSection(performance_hint="LATENCY", num_streams=1, inference_precision="f32",
+                           cache_dir=Path(sys.argv[2]), shape_cache_size=16, shape_cache_mb=int(sys.argv[3]))
+    engine = Engine(load_model_info(Path(sys.argv[1])), device)
+    images = [np.random.default_rng(i).integers(0, 256, (192, 192 + 16 * i, 3), dtype=np.uint8) for i in range(6)]
+    engine.infer(np.zeros((64, 64, 3), np.uint8))  # the plugin's own first-inference set-up, not a shape's
+    start = status_mb("VmRSS")
+    for _ in range(2):
+        for image in images:
+            engine.infer(image)
+    print(json.dumps({"grown_mb": status_mb("VmHWM") - start, "estimate_mb": engine.cache_mb(),
+                      "all_live_mb": sum(engine.shape_mb(*i.shape[:2]) for i in images),
+                      "kept": len(engine.cached_shapes()), "released": len(engine.released_shapes())}))
+""")
+
+
+@pytest.mark.slow
+def test_shape_cache_mb_bounds_the_process_memory(random_ir: Path, tmp_path: Path) -> None:
+    """The bound is on real memory, not only on the estimate: cycling through six shapes whose live
+    estimate sums to ~440 MB, a 160 MB bound keeps the process's growth within it (+ slack for what is
+    not a shape: Python, one picture's buffers), while without the bound it grows past it by the
+    estimate's measure (which is what makes the estimate a measured figure, not a guess)."""
+    def run(bound_mb: int) -> dict[str, float]:
+        out = subprocess.run([sys.executable, "-c", _SHAPES_SCRIPT, str(random_ir), str(tmp_path / "ovcache"),
+                              str(bound_mb)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    bounded, roomy = run(160), run(4096)
+    slack_mb = 40
+    assert bounded["estimate_mb"] <= 160 and bounded["released"] >= 1, bounded
+    assert bounded["grown_mb"] <= 160 + slack_mb, bounded
+    assert roomy["released"] == 0 and roomy["grown_mb"] > 160 + slack_mb, roomy
+    # The estimate is the memory really used: within 25 % of the growth when nothing is given back.
+    assert 0.75 * roomy["all_live_mb"] <= roomy["grown_mb"] <= 1.25 * roomy["all_live_mb"], roomy
 
 
 def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ microseconds. Large JPEGs are decoded straight at 1/2, 1/4 or 1/8 scale (``Image
 scaling) when the planned size is far smaller, which makes decoding a 12-megapixel photo for a 512-pixel
 inference several times cheaper; the image is still decoded at no less than twice the target (the same
 ``reducing_gap`` Pillow's ``thumbnail`` uses) so the final LANCZOS step keeps full quality.
+
+Pillow always reads the header (format, size, EXIF, ICC, guards); the pixels of an RGB JPEG then come from
+libjpeg-turbo's TurboJPEG API (``turbo``: the same pixels, at the scale Pillow's draft would pick, without a
+Pillow image to copy out of), everything else from Pillow as before.
 """
 from __future__ import annotations
 
@@ -17,14 +21,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from ..config import ImageSection
 from ..errors import InputError, TransientError
 from ..fsutil import TRANSIENT_ERRNOS
+from . import turbo
 from .decoded import Decoded
 from .geometry import oriented_size, target_size
-from .modes import to_rgb_alpha
+from .modes import icc_is_rgb, to_rgb_alpha
 
 # Formats tried by Image.open. A short list on purpose: Pillow can open EPS (runs Ghostscript), PSD, ICO and
 # dozens more, none of which a photo box needs, and each one is attack surface. Phone JPEGs that are
@@ -95,13 +100,15 @@ def _exif_to_copy(im: Image.Image, *, reset_orientation: bool) -> bytes | None:
         return None  # unreadable EXIF: drop it rather than the image
 
 
-def _draft(im: Image.Image, original: tuple[int, int], orientation: int, cfg: ImageSection) -> None:
-    """Ask libjpeg for a DCT-scaled decode when the planned size is at most half the stored one."""
+def _draft_request(im: Image.Image, original: tuple[int, int], orientation: int,
+                   cfg: ImageSection) -> tuple[int, int] | None:
+    """The size to ask libjpeg's DCT scaling for when the planned size is at most half the stored one,
+    else None (no draft: decoded at full size)."""
     if im.format not in DRAFT_FORMATS or cfg.resize == "keep":
-        return
+        return None
     target = target_size(original, cfg, multiple=cfg.multiple)
     if target is None:
-        return  # over budget and refused: plan() says so with the reason
+        return None  # over budget and refused: plan() says so with the reason
     if cfg.resize == "center_square":
         side = math.ceil(target[0] * DRAFT_REDUCING_GAP)
         request = (side, side)  # both stored sides >= side keeps the crop's side >= side
@@ -109,7 +116,21 @@ def _draft(im: Image.Image, original: tuple[int, int], orientation: int, cfg: Im
         stored = oriented_size(target, orientation)  # back to the file's own orientation
         request = (math.ceil(stored[0] * DRAFT_REDUCING_GAP), math.ceil(stored[1] * DRAFT_REDUCING_GAP))
     if request[0] * 2 <= im.size[0] and request[1] * 2 <= im.size[1]:
-        im.draft(im.mode, request)
+        return request
+    return None
+
+
+def _turbo_pixels(im: ImageFile.ImageFile, path: Path, data: bytes | None, request: tuple[int, int] | None,
+                  orientation: int) -> np.ndarray | None:
+    """An RGB JPEG decoded by libjpeg-turbo at the scale Pillow's draft would pick, upright; None where
+    only Pillow may decode it (see ``turbo``: other formats and modes, files libjpeg-turbo warns about)."""
+    if im.format not in DRAFT_FORMATS or im.mode != "RGB" or not turbo.available():
+        return None
+    if len(im.tile) != 1 or im.tile[0].args is None or im.tile[0].args[0] != "RGB" or im.tile[0].offset != 0:
+        return None  # not the plain 3-component layout starting at the file's first byte
+    pixels = turbo.decode_rgb(data if data is not None else path.read_bytes(), im.size,
+                              turbo.draft_scale(im.size, request))
+    return None if pixels is None else turbo.upright(pixels, orientation)
 
 
 def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: bytes | None = None) -> Exception:
@@ -155,12 +176,21 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1
             original = oriented_size((width, height), orientation)
-            _draft(im, original, orientation, cfg)
+            request = _draft_request(im, original, orientation, cfg)
+            source_format = im.format or "unknown"
+            pixels = _turbo_pixels(im, path, data, request, orientation)
+            if pixels is not None:  # a JPEG's EXIF and ICC are in its header: Image.open has read them
+                exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
+                icc = im.info.get("icc_profile") or None
+                return Decoded(rgb=pixels, alpha=None, source_format=source_format, original_size=original,
+                               exif=exif, icc=icc if icc_is_rgb(icc) else None, path=path,
+                               restore_size=original)
+            if request is not None:
+                im.draft(im.mode, request)
             im.load()
-            exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
+            exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)  # a PNG's may follow its pixels
             if orientation != 1:
                 ImageOps.exif_transpose(im, in_place=True)
-            source_format = im.format or "unknown"
             if source_format not in DRAFT_FORMATS:
                 # Only a JPEG can be drafted smaller, so elsewhere the loaded picture is the original size.
                 # Taken from the pixels, not the header: Pillow turns a TIFF upright while loading it (its
