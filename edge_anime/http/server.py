@@ -39,7 +39,10 @@ def make_server(app: Any, config: Config) -> Server:
         app, host=config.http.host, port=config.http.port, log_config=None, access_log=False, lifespan="on",
         timeout_graceful_shutdown=max(1, int(config.service.drain_timeout_seconds)),
         timeout_keep_alive=5,  # an idle connection does not hold a slot for long
-        limit_concurrency=config.http.max_queue * 4 + 16,  # past this, uvicorn answers 503 before reading
+        # Past this many open connections uvicorn answers 503 itself, before reading, and without Retry-After.
+        # Room for bursts well past the queue: the app's own admission answers those with a Retry-After (a
+        # burst of 50 on a starved event loop once reached uvicorn's limit at max_queue * 4 + 16).
+        limit_concurrency=config.http.max_queue * 4 + 128,
     ))
 
 
