@@ -99,6 +99,8 @@ def _draft(im: Image.Image, original: tuple[int, int], orientation: int, cfg: Im
     """Ask libjpeg for a DCT-scaled decode when the planned size is at most half the stored one."""
     if im.format not in DRAFT_FORMATS or cfg.resize == "keep":
         return
+    if cfg.upscale_to_original and cfg.upscale_method == "guided":
+        return  # the guided upscale is steered by the photo at its own size
     target = target_size(original, cfg, multiple=cfg.multiple)
     if target is None:
         return  # over budget and refused: plan() says so with the reason
