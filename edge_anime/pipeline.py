@@ -115,7 +115,12 @@ class Pipeline:
         decode_threads, encode_threads = stage_threads(config)
         self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
-        self._twopass: Any = None  # twopass.TwoPass, made on the first resize: full picture
+        self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
+        if config.image.resize == "full":
+            from .twopass import TwoPass
+
+            self._twopass = TwoPass(engine)
+            self._twopass.prepare()
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -230,11 +235,6 @@ class Pipeline:
 
     def _run_full(self, work: _Work) -> None:
         """A ``resize: full`` picture: whole or in tiles (``twopass``), in this decode thread, then encoded."""
-        with self._infer_lock:
-            if self._twopass is None:
-                from .twopass import TwoPass
-
-                self._twopass = TwoPass(self.engine)
         start = time.perf_counter()
         work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots)
         work.timings["infer"] = time.perf_counter() - start

@@ -64,6 +64,13 @@ class TwoPass:
                               Engine(second, self.engine.device, core=self.engine.core))
             return self._pair
 
+    def prepare(self) -> None:
+        """Compile the pair now (a service start), or say once that this style can only run whole pictures."""
+        try:
+            self.pair()
+        except ModelError as exc:
+            log.warning("image.resize: full: %s", exc)
+
     def close(self) -> None:
         with self._lock:
             pair, self._pair = self._pair, None
