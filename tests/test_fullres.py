@@ -146,7 +146,7 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
 def test_tiled_run_stays_within_the_memory_budget(full_config: Callable[..., Path], tmp_path: Path) -> None:
     """A real process: peak RSS over what the started Stylizer holds (its engines, the tiling pair compiled at
     start) stays under image.memory_budget_mb while it stylizes an 800 x 600 photo in tiles."""
-    budget_mb = 320  # 800 x 600 in 256 px tiles, two at once (imaging.fullres: about 300 MB estimated)
+    budget_mb = 370  # 800 x 600 in 256 px tiles, two at once (imaging.fullres: 320 MB estimated, 88% of it)
     config = full_config("budget.yaml", memory_budget_mb=budget_mb)
     photo = tmp_path / "photo.jpg"
     synthetic_photo(800, 600, seed=4).save(photo, quality=92)
