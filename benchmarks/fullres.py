@@ -169,12 +169,12 @@ def rss_mb(key: str = "VmRSS") -> float:
 
 
 # -- guided ---------------------------------------------------------------------------------------------
-def part_guided(model: Path, tmp: Path, timed: int, limit: int | None) -> list[dict[str, Any]]:
+def part_guided(model: Path, tmp: Path, timed: int, limit: int | None, pattern: str) -> list[dict[str, Any]]:
     from edge_anime import Stylizer
     from edge_anime.imaging.guided import edge_alignment, guided_upscale
     from edge_anime.imaging.planner import resize_image
 
-    paths = sorted(PHOTOS_DIR.glob("*.jpg"))[:limit]
+    paths = sorted(PHOTOS_DIR.glob(pattern))[:limit]
     # tiled full resolution is timed on the smallest photos: the slowest part of the run by far
     timed_paths = set(sorted(paths, key=lambda p: Image.open(p).size[0] * Image.open(p).size[1])[:timed])
     rows: list[dict[str, Any]] = []
@@ -229,6 +229,8 @@ def main() -> int:
     parser.add_argument("--guided-timed", type=int, default=2,
                         help="the N smallest photos also run at full resolution (timed)")
     parser.add_argument("--guided-limit", type=int, default=None, help="at most this many photos")
+    parser.add_argument("--guided-glob", default="*.jpg", help="which photos of ../shared/photos (scene_*.jpg: "
+                        "the large ones, where the upscale matters)")
     parser.add_argument("--worker-mp", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     tmp = RESULTS_DIR / "fullres_tmp"
@@ -248,7 +250,7 @@ def main() -> int:
             print(data["scale"][-1], flush=True)
         table += "## Scale\n" + markdown_table(data["scale"], list(data["scale"][0])) + "\n"
     if "guided" in args.parts:
-        data["guided"] = part_guided(model, tmp, args.guided_timed, args.guided_limit)
+        data["guided"] = part_guided(model, tmp, args.guided_timed, args.guided_limit, args.guided_glob)
         columns = sorted({k for r in data["guided"] for k in r}, key=lambda k: list(data["guided"][0]).index(k)
                          if k in data["guided"][0] else 99)
         table += "## Guided vs lanczos vs tiled full\n" + markdown_table(data["guided"], columns) + "\n"
