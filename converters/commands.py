@@ -62,6 +62,9 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
                         help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 35; "
                              "int8 also vs the FP32 IR on the photos)")
     parser.add_argument("--style", help="word used for {style} in output names (default: the name)")
+    parser.add_argument("--two-pass", type=_bool, default=True, metavar="true|false",
+                        help="fp32/fp16 of a state dict: also build the verified pass-1/pass-2 IR pair that "
+                             "image.resize: full tiles large photos with (default: true)")
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -80,6 +83,7 @@ def run_convert(args: argparse.Namespace) -> int:
         upsample_align=args.upsample_align, verify_dir=args.verify_images, floor_db=args.floor_db,
         verify_limit=args.verify_count, calib_count=args.calib_count or CALIBRATION_COUNT, style=args.style,
         verify_sizes_hw=tuple(args.verify_size) if args.verify_size else DEFAULT_SIZES_HW,
+        two_pass=args.two_pass,
     )
     from edge_anime.models import load_model_info
 
@@ -90,6 +94,12 @@ def run_convert(args: argparse.Namespace) -> int:
     print(f"{folder}: {manifest['precision']} from {manifest['source']['kind']} {manifest['source']['file']}; "
           f"PSNR vs {check['reference']} min {check['psnr_db']['min']:.2f} dB, mean {check['psnr_db']['mean']:.2f} dB "
           f"(floor {check['floor_db']} dB); side by side: {folder / str(check['side_by_side'])}")
+    pair = style.tiling_pair(verify=False)
+    if pair is not None:
+        tiling = pair[1].manifest
+        print(f"{folder}: tiling pair {', '.join(p.variant_name for p in pair)} (image.resize: full): pass 2 with "
+              f"PyTorch's statistics min {tiling['verification']['psnr_db']['min']:.2f} dB, margin "
+              f"{tiling['tiling']['margin_px']} px")
     if len(style.variant_names()) > 1:
         print(f"{folder}: variants {', '.join(style.variant_names())} (model.variant: auto measures which runs)")
     if "quantization" in manifest:

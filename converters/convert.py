@@ -29,6 +29,7 @@ from .variants import add_variant, same_weights
 from .verify import DEFAULT_SIZES_HW, FLOORS_DB, verify_ir
 
 PRECISIONS = ("fp32", "fp16", "int8")
+TWO_PASS_PRECISIONS = ("fp32", "fp16")  # the pair needs float statistics; int8 styles use their float pair
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FOLDER_MODE = 0o777
 
@@ -47,8 +48,12 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
             upsample_align: bool | None = None, verify_dir: Path | None = None, floor_db: float | None = None,
             verify_limit: int | None = None, calib_count: int = CALIBRATION_COUNT,
             int8_setups: tuple[Int8Setup, ...] = INT8_CANDIDATES, style: str | None = None,
-            verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW) -> Path:
+            verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW, two_pass: bool = True) -> Path:
     """Convert ``source`` into ``output_dir/name/`` and return that folder.
+
+    ``two_pass``: for a float conversion of a state dict, also build the pass-1 / pass-2 pair of tiled
+    full-resolution inference (``two_pass_ir``; ``image.resize: full`` needs them for photos that do not fit
+    the memory budget whole). TorchScript and ONNX sources cannot be cut open at their GroupNorms: none.
 
     ``floor_db`` overrides the precision's PSNR floor against the source framework (FLOORS_DB); for int8 it
     also gates the quantization against the FP32 IR on the photos (``choose_int8``), and int8 verifies on
@@ -68,6 +73,10 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
         _build(work, loaded, float_model, name=name, style=style, precision=precision, calib_dir=calib_dir,
                calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir, verify_limit=verify_limit,
                floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw)
+        if two_pass and precision in TWO_PASS_PRECISIONS and loaded.kind == "state_dict":
+            _build_two_pass(work, loaded, precision=precision, sample_dir=verify_dir, limit=verify_limit,
+                            floor_db=floor_db if floor_db is not None else FLOORS_DB[precision],
+                            sizes=verify_sizes_hw)
         target = output_dir / name
         if same_weights(target, work):
             merged = add_variant(target, work)
@@ -126,6 +135,31 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
     manifest = build_manifest(name=name, style=style, precision=precision, source=loaded,
                               source_sha256=sha256_file(loaded.path), xml=xml, bin_path=bin_path,
                               verification=result, quantization=quantization, quality=quality)
+    write_manifest(work, manifest)
+
+
+def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: Path | None, limit: int | None,
+                    floor_db: float, sizes: tuple[tuple[int, int], ...]) -> None:
+    """Build and verify the tiling pair in ``work`` and list it in the manifest written there."""
+    from edge_anime.models import read_manifest
+
+    from .two_pass import count_norms
+    from .two_pass_ir import STATS_REL_TOLERANCE, build_pair, manifest_entries, measure_margin, verify_pair
+    from .verify import VerificationError
+
+    xml1, xml2, shared = build_pair(loaded.module, work, precision=precision)
+    try:
+        check1, check2, rel = verify_pair(xml1, xml2, shared, loaded.module, floor_db=floor_db,
+                                          stats_tolerance=STATS_REL_TOLERANCE[precision], sizes_hw=sizes,
+                                          sample_dir=sample_dir, limit=limit)
+    except VerificationError as exc:
+        raise ConversionError(f"{loaded.path} -> {precision} tiling pair: verification failed: {exc}") from exc
+    manifest = read_manifest(work)
+    entries = manifest_entries(precision=precision, xml1=xml1, xml2=xml2, bin_path=shared, checks=(check1, check2),
+                               stats_rel_err=rel, count=count_norms(loaded.module),
+                               margin_px=measure_margin(loaded.module, count_norms(loaded.module)),
+                               versions=manifest["versions"], created=manifest["created"])
+    manifest.setdefault("variants", {}).update(entries)
     write_manifest(work, manifest)
 
 

@@ -53,6 +53,12 @@ def add_variant(target: Path, built: Path) -> Path:
         names = ((str(style["ir"]["xml"]), str(style["ir"]["bin"]), SIDE_BY_SIDE_NAME) if replaces_default
                  else variant_files(precision))
         _move_ir(built, merged, new, names)
+        for name, entry in (new.get("variants") or {}).items():  # the tiling pair built with it (two_pass_ir)
+            if entry.get("role"):
+                for key in ("xml", "bin"):
+                    if (built / str(entry["ir"][key])).is_file():
+                        (built / str(entry["ir"][key])).replace(merged / str(entry["ir"][key]))
+                style.setdefault("variants", {})[name] = entry
         fields = {key: new[key] for key in VARIANT_KEYS if key in new}
         if replaces_default:  # assigned in place, so the manifest keeps its key order
             for key in VARIANT_KEYS:

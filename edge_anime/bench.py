@@ -152,6 +152,9 @@ def summarise(passes: list[PassFigures], *, cores: int, requests: int = 1) -> di
         "infer_busy_pct": 100.0 * stages["infer"] / (best.wall_s * requests) if best.wall_s > 0 else 0.0,
         "machine_cpu_busy_pct": best.system_cpu_pct,
         "sizes": sorted({f"{r.out_size[0]}x{r.out_size[1]}" for r in ok if r.out_size}),
+        # wall seconds per output megapixel: the figure that compares resize modes (full vs max_side vs guided)
+        "s_per_mp": best.wall_s / megapixels if (megapixels := sum(
+            r.out_size[0] * r.out_size[1] for r in ok if r.out_size) / 1e6) else float("nan"),
         "passes_images_per_s": [p.images_per_s for p in passes],
     }
 
@@ -186,7 +189,10 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
         "warmup": warmup,
         "pipeline": {"max_in_flight": config.pipeline.max_in_flight,
                      "decode_threads": decode_threads, "encode_threads": encode_threads},
-        "image": {"resize": config.image.resize, "max_side": config.image.max_side},
+        "image": {"resize": config.image.resize, "max_side": config.image.max_side,
+                  "upscale_to_original": config.image.upscale_to_original,
+                  "upscale_method": config.image.upscale_method,
+                  "memory_budget_mb": config.image.memory_budget_mb},
         "plugin": engine.describe(),
         "compiled_shapes": [f"{w}x{h}" for h, w in engine.cached_shapes()],
     })
@@ -204,6 +210,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"CPU      {report['cpu_utilisation_pct']:.0f}% of {report['cores']} cores by this process "
         f"(machine busy {report['machine_cpu_busy_pct']:.0f}%)   infer requests busy {report['infer_busy_pct']:.0f}%"
         f"   peak RSS {report['peak_rss_mb']:.0f} MB",
+        f"size     {report['s_per_mp']:.2f} s per output megapixel   resize {report['image']['resize']}"
+        + (f", upscale {report['image']['upscale_method']}" if report["image"].get("upscale_to_original") else ""),
         f"plugin   hint {eff.get('PERFORMANCE_HINT')}  streams {eff.get('NUM_STREAMS')}  threads "
         f"{eff.get('INFERENCE_NUM_THREADS')}  precision {eff.get('INFERENCE_PRECISION_HINT')}  requests "
         f"{report['plugin']['num_requests']}  variant {report['plugin'].get('variant')}  "

@@ -132,12 +132,14 @@ class DeviceSection(_Section):
 
 
 class ImageSection(_Section):
-    resize: Literal["keep", "max_side", "fixed", "center_square"] = "max_side"
+    resize: Literal["keep", "max_side", "fixed", "center_square", "full"] = "max_side"
     max_side: int = Field(default=1024, ge=16, le=16384)
     fixed: SizeWxH = (512, 512)
     center_square: int = Field(default=512, ge=16, le=16384)
     multiple: int = Field(default=8, ge=4, le=64)
     upscale_to_original: bool = False
+    upscale_method: Literal["lanczos", "guided"] = "lanczos"  # guided: imaging.guided, edges from the photo
+    tile_px: Annotated[int | Literal["auto"], _auto_or_int(128)] = "auto"  # resize: full; imaging.fullres
     apply_exif_orientation: bool = True
     max_pixels: int = Field(default=60_000_000, ge=1)
     memory_budget_mb: int = Field(default=1024, ge=64)

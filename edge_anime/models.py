@@ -26,8 +26,11 @@ MANIFEST_NAME = "manifest.yaml"
 MANIFEST_FORMAT = 1
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 # What a variant entry may replace of the top-level keys; everything else (input, output, style) is shared.
-VARIANT_KEYS = ("precision", "ir", "verification", "quantization", "quality", "versions", "created")
+VARIANT_KEYS = ("precision", "ir", "verification", "quantization", "quality", "versions", "created", "role", "tiling")
 HASH_CHUNK_BYTES = 1 << 20
+# Variant entries with a ``role`` are the two IRs of tiled full-resolution inference (pass 1 returns each
+# GroupNorm's statistics, pass 2 takes them; docs/contracts.md), in the order they run.
+TILING_ROLES = ("gn_stats_out", "gn_stats_in")
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
@@ -88,16 +91,37 @@ class ModelInfo:
         return quality_of(self.manifest)
 
     def variants(self) -> list[VariantSpec]:
-        """Every IR of the style, the default first (one entry for a manifest without ``variants``)."""
+        """Every IR of the style that runs a picture on its own, the default first (one entry for a manifest
+        without ``variants``). The tiling pair (entries with a ``role``) is not among them: ``tiling_pair``."""
         base = self.style_manifest or self.manifest
         directory = self.directory
         default_name = str(base["precision"])
         found = [VariantSpec(default_name, default_name, directory / base["ir"]["xml"],
                              directory / base["ir"]["bin"], quality_of(base), True)]
         for name, entry in (base.get("variants") or {}).items():
+            if entry.get("role"):
+                continue
             found.append(VariantSpec(str(name), str(entry["precision"]), directory / entry["ir"]["xml"],
                                      directory / entry["ir"]["bin"], quality_of(entry), False))
         return found
+
+    def tiling_pair(self, *, verify: bool = True) -> tuple[ModelInfo, ModelInfo] | None:
+        """(pass 1, pass 2) of tiled full-resolution inference (``image.resize: full``), hash-checked with
+        ``verify``; None when the style has none. The pair at this IR's precision is preferred, else the first
+        listed (an int8 style tiles with its float pair: the statistics need float)."""
+        base = self.style_manifest or self.manifest
+        entries = base.get("variants") or {}
+        pairs: dict[str, dict[str, str]] = {}
+        for name, entry in entries.items():
+            if entry.get("role") in TILING_ROLES:
+                pairs.setdefault(str(entry["precision"]), {})[str(entry["role"])] = str(name)
+        complete = {p: names for p, names in pairs.items() if len(names) == len(TILING_ROLES)}
+        if not complete:
+            return None
+        names = complete.get(self.precision) or next(iter(complete.values()))
+        first, second = (_info_for(self.directory, base, entries[names[role]], variant=names[role], verify=verify)
+                         for role in TILING_ROLES)
+        return first, second
 
     def variant_names(self) -> list[str]:
         return [v.name for v in self.variants()]
@@ -190,6 +214,12 @@ def _check_variants(path: Path, data: dict[str, Any]) -> None:
                              f"default's ({data['precision']})")
         if not isinstance(entry, dict) or "precision" not in entry or not isinstance(entry.get("ir"), dict):
             raise ModelError(f"{where}: expected a mapping with precision and ir")
+        role = entry.get("role")
+        if role is not None and role not in TILING_ROLES:
+            raise ModelError(f"{where}.role: expected one of {', '.join(TILING_ROLES)}, got {role!r}")
+        margin = (entry.get("tiling") or {}).get("margin_px") if role else 0
+        if not isinstance(margin, int) or isinstance(margin, bool) or margin < 0:
+            raise ModelError(f"{where}.tiling.margin_px: expected a whole number of pixels >= 0, got {margin!r}")
         ir = entry["ir"]
         if not all(k in ir for k in ("xml", "bin", "xml_sha256", "bin_sha256")):
             raise ModelError(f"{where}.ir: must have xml, bin, xml_sha256 and bin_sha256")

@@ -121,6 +121,12 @@ class Pipeline:
         decode_threads, encode_threads = stage_threads(config)
         self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
+        self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
+        if config.image.resize == "full":
+            from .twopass import TwoPass
+
+            self._twopass = TwoPass(engine)
+            self._twopass.prepare()
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -178,11 +184,17 @@ class Pipeline:
         with self._infer_lock:
             self._queues.clear()
             self._retired.clear()
+            twopass, self._twopass = self._twopass, None
+        if twopass is not None:
+            twopass.close()
 
     # -- stages --------------------------------------------------------------------------------------
     def _decode_stage(self, work: _Work) -> None:
         try:
             self._read_decode_plan(work)
+            if work.planned.full is not None:  # resize: full runs here, its tiles on the same slots
+                self._run_full(work)
+                return
             self._start_inference(work)
         except BaseException as exc:  # noqa: BLE001 - every failure is this job's result, never the pipeline's
             self._finish(work, exc)
@@ -201,7 +213,7 @@ class Pipeline:
         del data
         planned_at = time.perf_counter()
         work.in_size = decoded.original_size
-        work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple)
+        work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple, requests=self.engine.num_requests)
         done = time.perf_counter()
         work.timings["read"] = decoded_at - start
         work.timings["decode"] = planned_at - decoded_at
@@ -230,6 +242,14 @@ class Pipeline:
         except BaseException:
             self._infer_slots.release()
             raise
+
+    def _run_full(self, work: _Work) -> None:
+        """A ``resize: full`` picture: whole or in tiles (``twopass``), in this decode thread, then encoded."""
+        start = time.perf_counter()
+        work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots)
+        work.timings["infer"] = time.perf_counter() - start
+        future = self._encoders.submit(self._encode_stage, work)
+        future.add_done_callback(functools.partial(self._cancelled, work=work, stage="encode"))
 
     def _count_running(self, queue_id: int, delta: int) -> None:
         with self._running_lock:

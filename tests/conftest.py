@@ -52,7 +52,17 @@ def random_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path)
     # Two small synthetic images at one size: the fixture needs a real IR, not the full verification that
     # tests/test_convert.py covers; this keeps the session's one conversion to a few seconds.
     return convert(seeded_checkpoint, name="randgen", precision="fp32", output_dir=out,
-                   verify_limit=2, verify_sizes_hw=((64, 96),))
+                   verify_limit=2, verify_sizes_hw=((64, 96),), two_pass=False)
+
+
+@pytest.fixture(scope="session")
+def two_pass_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
+    """Like ``random_ir``, with the tiling pair of ``image.resize: full`` (pass 1 / pass 2 IRs) beside it."""
+    from edge_anime_converters.convert import convert
+
+    out = tmp_path_factory.mktemp("models2")
+    return convert(seeded_checkpoint, name="randgen2", precision="fp32", output_dir=out,
+                   verify_limit=1, verify_sizes_hw=((64, 96),), two_pass=True)
 
 
 def synthetic_photo(width: int, height: int, *, seed: int = 0) -> Image.Image:

@@ -43,7 +43,7 @@ def _error(raw: Any) -> str:
     ({"watch": {"retry": {"max_attempts": 0}}}, "watch.retry.max_attempts: expected greater than or equal to 1"),
     # enums and the special forms
     ({"image": {"resize": "stretch"}},
-     "image.resize: expected 'keep', 'max_side', 'fixed' or 'center_square', got 'stretch'"),
+     "image.resize: expected 'keep', 'max_side', 'fixed', 'center_square' or 'full', got 'stretch'"),
     ({"device": {"performance_hint": "FAST"}}, "device.performance_hint: expected 'LATENCY'"),
     ({"image": {"over_budget": "crash"}}, "image.over_budget: expected 'downscale' or 'refuse', got 'crash'"),
     ({"device": {"num_streams": "two"}}, 'device.num_streams: expected an integer >= 1 or "auto", got \'two\''),

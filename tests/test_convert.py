@@ -67,7 +67,8 @@ def _check_folder(folder: Path, *, precision: str, kind: str) -> dict:
 def default_sizes_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
     """A conversion at the default verification sizes (the shared ``random_ir`` verifies at one small size)."""
     return convert(seeded_checkpoint, name="randgen", precision="fp32",
-                   output_dir=tmp_path_factory.mktemp("default_sizes"), verify_limit=2)
+                   output_dir=tmp_path_factory.mktemp("default_sizes"), verify_limit=2,
+                   two_pass=False)
 
 
 def test_state_dict_fp32_manifest_is_complete(default_sizes_ir: Path, seeded_checkpoint: Path) -> None:
@@ -105,7 +106,7 @@ def test_onnx_converts_and_verifies(tmp_path: Path, nhwc: bool) -> None:
 def test_paprika_defaults_to_align_false_and_it_is_recorded(tmp_path: Path, seeded_checkpoint: Path) -> None:
     """(The --upsample-align override is covered in test_sources; one conversion is enough here.)"""
     paprika = convert(seeded_checkpoint, name="paprika", precision="fp32", output_dir=tmp_path / "models",
-                      verify_limit=1, verify_sizes_hw=SMALL_SIZES[:1])
+                      verify_limit=1, verify_sizes_hw=SMALL_SIZES[:1], two_pass=False)
     assert load_model_info(paprika).manifest["upsample_align"] is False
 
 
@@ -113,7 +114,8 @@ def test_paprika_defaults_to_align_false_and_it_is_recorded(tmp_path: Path, seed
 def test_floors_hold_on_real_photos_at_issue_sizes(tmp_path: Path, seeded_checkpoint: Path, shared_photos: Path,
                                                     precision: str, floor: float) -> None:
     folder = convert(seeded_checkpoint, name=f"photos_{precision}", precision=precision,
-                     output_dir=tmp_path / "models", verify_dir=shared_photos, verify_limit=2)
+                     output_dir=tmp_path / "models", verify_dir=shared_photos, verify_limit=2,
+                     two_pass=False)
     check = load_model_info(folder).manifest["verification"]
     assert check["floor_db"] == floor and check["psnr_db"]["min"] >= floor
     assert {tuple(r["size"]) for r in check["per_image"]} == {(256, 256), (352, 480)}
@@ -184,7 +186,7 @@ def test_cli_convert_and_list_in_subprocesses(tmp_path: Path, seeded_checkpoint:
     out = tmp_path / "models"
     done = subprocess.run(
         [sys.executable, "-m", "edge_anime", "convert", str(seeded_checkpoint), "--name", "cli", "--precision",
-         "fp16", "--output", str(out), "--verify-count", "1", "--verify-size", "64x64"],
+         "fp16", "--output", str(out), "--verify-count", "1", "--verify-size", "64x64", "--two-pass", "false"],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "PSNR vs pytorch min" in done.stdout

@@ -36,7 +36,7 @@ def two_variants(tmp_path_factory: pytest.TempPathFactory, random_ir: Path, seed
     out = tmp_path_factory.mktemp("styles")
     shutil.copytree(random_ir, out / random_ir.name)
     return convert(seeded_checkpoint, name=random_ir.name, precision="fp16", output_dir=out,
-                   verify_limit=2, verify_sizes_hw=((64, 96),))
+                   verify_limit=2, verify_sizes_hw=((64, 96),), two_pass=False)
 
 
 def _style_copy(two_variants: Path, tmp_path: Path) -> Path:
@@ -195,7 +195,7 @@ def test_other_weights_under_the_same_name_replace_the_style(two_variants: Path,
     manifest["source"]["sha256"] = "0" * 64  # as if converted from other weights
     (style / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
     convert(seeded_checkpoint, name=style.name, precision="fp16", output_dir=style.parent,
-            verify_limit=1, verify_sizes_hw=((64, 64),))
+            verify_limit=1, verify_sizes_hw=((64, 64),), two_pass=False)
     fresh = load_model_info(style)
     assert fresh.variant_names() == ["fp16"] and not (style / "model_fp16.xml").exists()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,8 @@ class Decoded:
     icc: bytes | None                # an RGB ICC profile (None when the input's was CMYK/gray and got converted)
     path: Path | None = None         # the input file, for error messages
     restore_size: tuple[int, int] | None = None  # (W, H) that upscale_to_original returns to (set by plan)
+    full: Any = None                 # imaging.fullres.FullPlan when resize: full (set by plan)
+    guide: np.ndarray | None = None  # the full-size RGB photo, kept by plan for upscale_method: guided
 
     @property
     def size(self) -> tuple[int, int]:

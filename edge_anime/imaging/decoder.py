@@ -106,6 +106,8 @@ def _draft_request(im: Image.Image, original: tuple[int, int], orientation: int,
     else None (no draft: decoded at full size)."""
     if im.format not in DRAFT_FORMATS or cfg.resize == "keep":
         return None
+    if cfg.upscale_to_original and cfg.upscale_method == "guided":
+        return None  # the guided upscale is steered by the photo at its own size
     target = target_size(original, cfg, multiple=cfg.multiple)
     if target is None:
         return None  # over budget and refused: plan() says so with the reason

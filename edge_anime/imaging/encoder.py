@@ -15,6 +15,7 @@ from PIL import Image
 from ..config import ImageSection, OutputSection
 from ..errors import InputError
 from .decoded import Decoded
+from .guided import guided_upscale
 from .planner import resize_image
 
 FORMAT_BY_EXT = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
@@ -42,8 +43,11 @@ def finish(stylized: np.ndarray, decoded: Decoded, cfg: ImageSection) -> Image.I
     pixels = stylized[0] if stylized.ndim == 4 else stylized
     image = Image.fromarray(np.ascontiguousarray(pixels))
     alpha = Image.fromarray(decoded.alpha) if decoded.alpha is not None else None
-    if cfg.upscale_to_original and decoded.restore_size is not None:
-        image = resize_image(image, decoded.restore_size)
+    if cfg.upscale_to_original and decoded.restore_size is not None and image.size != decoded.restore_size:
+        if cfg.upscale_method == "guided" and decoded.guide is not None:
+            image = Image.fromarray(guided_upscale(np.asarray(image), decoded.guide))  # imaging.guided
+        else:
+            image = resize_image(image, decoded.restore_size)
     if alpha is not None:
         image.putalpha(resize_image(alpha, image.size))
     return image

@@ -58,7 +58,7 @@ def crop_box_center_square(size: tuple[int, int]) -> tuple[int, int, int, int]:
 def policy_size(size: tuple[int, int], cfg: ImageSection, *, multiple: int) -> tuple[int, int]:
     """The (W, H) the resize mode asks for, before the memory guard. ``size`` is the oriented original."""
     width, height = size
-    if cfg.resize == "keep":
+    if cfg.resize in ("keep", "full"):
         target_w, target_h = float(width), float(height)
     elif cfg.resize == "max_side":
         scale = min(1.0, cfg.max_side / max(width, height))  # never enlarges
@@ -95,6 +95,11 @@ def target_size(size: tuple[int, int], cfg: ImageSection, *, multiple: int) -> t
     None when the image is over budget and nothing can or may be done (``over_budget: refuse``, or a
     budget too small for any size); the caller turns that into an ``InputError`` naming the file.
     """
+    if cfg.resize == "full":  # its own memory model (imaging.fullres): tiles, not a downscale, when large
+        from .fullres import plan_full
+
+        full = plan_full(size, cfg)
+        return None if full is None else full.size
     wanted = policy_size(size, cfg, multiple=multiple)
     if estimate_inference_mb(*wanted) <= cfg.memory_budget_mb:
         return wanted

@@ -9,6 +9,7 @@ where that would show.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import numpy as np
@@ -17,7 +18,10 @@ from PIL import Image
 from ..config import ImageSection
 from ..errors import InputError
 from .decoded import Decoded
+from .fullres import canvas_mb, plan_full
 from .geometry import MIN_SIDE_PX, crop_box_center_square, estimate_inference_mb, policy_size, target_size
+
+log = logging.getLogger(__name__)
 
 SHRINK_FILTER = Image.Resampling.LANCZOS
 ENLARGE_FILTER = Image.Resampling.BICUBIC
@@ -56,13 +60,16 @@ def _refusal(decoded: Decoded, cfg: ImageSection, multiple: int) -> InputError:
         f"image.memory_budget_mb={cfg.memory_budget_mb}; {fix}", stage="plan")
 
 
-def plan(decoded: Decoded, cfg: ImageSection, *, multiple: int) -> Decoded:
+def plan(decoded: Decoded, cfg: ImageSection, *, multiple: int, requests: int = 1) -> Decoded:
     """Apply the resize policy and the inference-memory guard; ``InputError(stage="plan")`` when refused.
 
-    ``multiple`` is max(image.multiple, the model's size_multiple): the caller knows the model.
+    ``multiple`` is max(image.multiple, the model's size_multiple): the caller knows the model; ``requests``
+    the inferences it runs at once (``resize: full`` sizes its tiles so that many fit the budget).
     The target comes from ``original_size``, so a draft-decoded JPEG plans exactly like a full decode.
     """
     multiple = max(multiple, cfg.multiple, MIN_SIDE_PX)
+    if cfg.resize == "full":
+        return _plan_full(decoded, cfg, requests=requests)
     target = target_size(decoded.original_size, cfg, multiple=multiple)
     if target is None:
         raise _refusal(decoded, cfg, multiple)
@@ -73,6 +80,28 @@ def plan(decoded: Decoded, cfg: ImageSection, *, multiple: int) -> Decoded:
         alpha = alpha[top:bottom, left:right] if alpha is not None else None
         side = min(decoded.original_size)
         restore = (side, side)  # "back to the original size" of what was kept: the crop
+    guide = rgb if cfg.upscale_to_original and cfg.upscale_method == "guided" else None  # full size: no draft
     rgb = _resize_array(rgb, target)
     alpha = _resize_array(alpha, target) if alpha is not None else None
-    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=restore)
+    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=restore, guide=guide)
+
+
+def _plan_full(decoded: Decoded, cfg: ImageSection, *, requests: int) -> Decoded:
+    """``resize: full``: the photo's own size (or the largest that fits, logged), whole or tiled."""
+    full = plan_full(decoded.original_size, cfg, requests=requests)
+    if full is None:
+        width, height = decoded.original_size
+        raise InputError(
+            f"{decoded.path or 'image'}: {width}x{height} at full resolution does not fit "
+            f"image.memory_budget_mb={cfg.memory_budget_mb} even in tiles (canvases alone need about "
+            f"{canvas_mb(decoded.original_size):.0f} MB); "
+            + ("set image.over_budget: downscale or raise image.memory_budget_mb" if cfg.over_budget == "refuse"
+               else "raise image.memory_budget_mb"), stage="plan")
+    if full.fallback_from is not None:
+        log.info("%s: %dx%d does not fit image.memory_budget_mb=%d at full resolution: running %dx%d "
+                 "(over_budget: downscale)", decoded.path or "image", *full.fallback_from, cfg.memory_budget_mb,
+                 *full.size)
+    guide = decoded.rgb if cfg.upscale_to_original and cfg.upscale_method == "guided" else None
+    rgb = _resize_array(decoded.rgb, full.size)
+    alpha = _resize_array(decoded.alpha, full.size) if decoded.alpha is not None else None
+    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=decoded.original_size, full=full, guide=guide)

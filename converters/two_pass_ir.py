@@ -1,0 +1,209 @@
+"""Build, verify and describe the two IRs of tiled full-resolution inference (pass 1 and pass 2; see
+``two_pass``). Called by ``convert`` for float conversions of a state dict; the result is two entries of the
+style's ``variants:`` with a ``role`` (docs/contracts.md section 1), never chosen as a plain variant.
+
+Why one ``.bin`` for both: the two graphs hold the same weights. Pass 2's constants are looked up by their
+bytes in pass 1's ``.bin`` and only the few that differ (shape constants) are appended, so the pair costs
+one copy of the weights, not two (the bundled style has a size budget).
+
+Verification, like every IR's: pass 1's picture against PyTorch at the precision's floor and its statistics
+against PyTorch's; pass 2 fed PyTorch's whole-picture statistics against the plain PyTorch generator at the
+same floor (at a size where the whole picture fits, that is exactly what a tiled run must reproduce).
+The receptive field is measured on the float torch graph (pass 2 with fixed statistics is purely local:
+outside it a perturbation changes nothing, exactly) and written as ``tiling.margin_px``.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .samples import load_samples, psnr_db, to_nchw_float, to_u8_hwc
+from .verify import VERIFY_CONFIG, Verification, VerificationError
+
+PASS1_ROLE = "gn_stats_out"
+PASS2_ROLE = "gn_stats_in"
+MARGIN_PROBE_HW = (256, 256)  # larger than twice the receptive field, so the reach is not cut by the border
+MARGIN_PATCH_PX = 4
+MARGIN_ROUND_PX = 8           # the measured reach is rounded up to this (tiles start on multiples of it)
+# Pass 1's statistics vs PyTorch's, worst relative error per precision (fp16 weights move them a little).
+STATS_REL_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2}
+_CONST_DATA = re.compile(rb'(<data\b[^>]*?\boffset=")(\d+)("\s+size=")(\d+)(")')
+
+
+def pass_files(precision: str) -> tuple[str, str, str]:
+    """(pass-1 xml, pass-2 xml, shared bin) names of the pair built at ``precision``."""
+    return (f"model_{precision}_pass1.xml", f"model_{precision}_pass2.xml", f"model_{precision}_pass.bin")
+
+
+def pass_names(precision: str) -> tuple[str, str]:
+    """The two ``variants:`` entry names."""
+    return f"{precision}-pass1", f"{precision}-pass2"
+
+
+def build_pair(module: Any, work: Path, *, precision: str) -> tuple[Path, Path, Path]:
+    """Convert pass 1 and pass 2 of ``module`` into ``work``; returns (pass-1 xml, pass-2 xml, shared bin)."""
+    import openvino as ov
+    import torch
+
+    from .ir import INPUT_NAME, OUTPUT_NAME, TRACE_HW, with_u8_io
+    from .two_pass import ORIGIN_NAME, STATS_NAME, StatsIn, StatsOut
+
+    pass1, pass2 = StatsOut(module), StatsIn(module)
+    count = pass1.count
+    image = torch.zeros(1, 3, *TRACE_HW)
+    stats = torch.ones(1, count, 2)
+    first = with_u8_io(ov.convert_model(pass1, example_input=(image,), input=[[1, 3, -1, -1]]))
+    first.output(1).get_tensor().set_names({STATS_NAME})
+    origin = torch.tensor([[float(TRACE_HW[0]), float(TRACE_HW[1]), 0.0, 0.0]])
+    second = with_u8_io(ov.convert_model(pass2, example_input=(image, stats, origin),
+                                         input=[[1, 3, -1, -1], [1, count, 2], [1, 4]]))
+    second.input(1).get_tensor().set_names({STATS_NAME})
+    second.input(2).get_tensor().set_names({ORIGIN_NAME})
+    for model in (first, second):
+        model.input(0).get_tensor().set_names({INPUT_NAME})
+        model.output(0).get_tensor().set_names({OUTPUT_NAME})
+    xml1_name, xml2_name, bin_name = pass_files(precision)
+    xml1, xml2 = work / xml1_name, work / xml2_name
+    compress = precision == "fp16"
+    ov.save_model(first, xml1, compress_to_fp16=compress)
+    ov.save_model(second, xml2, compress_to_fp16=compress)
+    shared = work / bin_name
+    xml1.with_suffix(".bin").replace(shared)
+    share_weights(xml2, xml2.with_suffix(".bin"), shared)
+    return xml1, xml2, shared
+
+
+def share_weights(xml: Path, own_bin: Path, shared_bin: Path) -> None:
+    """Point ``xml``'s constants into ``shared_bin`` (same bytes found there, else appended) and drop
+    ``own_bin``. Offsets are rewritten in the XML text itself: nothing else of the graph changes."""
+    shared = shared_bin.read_bytes()
+    known: dict[bytes, int] = {}
+    for match in _CONST_DATA.finditer(xml.with_name(xml.name.replace("_pass2", "_pass1")).read_bytes()):
+        offset, size = int(match.group(2)), int(match.group(4))
+        known.setdefault(hashlib.sha256(shared[offset:offset + size]).digest(), offset)
+    own = own_bin.read_bytes()
+    extra = bytearray()
+
+    def relocate(match: re.Match[bytes]) -> bytes:
+        offset, size = int(match.group(2)), int(match.group(4))
+        blob = own[offset:offset + size]
+        key = hashlib.sha256(blob).digest()
+        if key not in known:
+            while (len(shared) + len(extra)) % 64:
+                extra.append(0)
+            known[key] = len(shared) + len(extra)
+            extra.extend(blob)
+        return b"".join((match.group(1), str(known[key]).encode(), match.group(3), match.group(4), match.group(5)))
+
+    text = _CONST_DATA.sub(relocate, xml.read_bytes())
+    tmp = xml.with_name(f".{xml.name}.tmp")
+    tmp.write_bytes(text)
+    tmp.replace(xml)
+    if extra:
+        with open(shared_bin, "ab") as fh:
+            fh.write(bytes(extra))
+    own_bin.unlink()
+
+
+def measure_margin(module: Any, count: int) -> int:
+    """Pixels a change reaches through pass 2 with fixed statistics, measured on the float torch graph
+    (exact: outside the receptive field the output is bit-identical), rounded up to MARGIN_ROUND_PX."""
+    import torch
+
+    from .two_pass import StatsIn, torch_stats
+
+    height, width = MARGIN_PROBE_HW
+    origin = torch.tensor([[float(height), float(width), 0.0, 0.0]])
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+    stats = torch.from_numpy(torch_stats(module, to_nchw_float(base)))
+    changed = base.copy()
+    top, left = height // 2 - MARGIN_PATCH_PX // 2, width // 2 - MARGIN_PATCH_PX // 2
+    changed[top:top + MARGIN_PATCH_PX, left:left + MARGIN_PATCH_PX] ^= 0x80
+    net = StatsIn(module)
+    with torch.no_grad():
+        outs = [net(torch.from_numpy(to_nchw_float(img)), stats, origin).numpy() for img in (base, changed)]
+    moved = np.abs(outs[0] - outs[1]).max(axis=(0, 1)) > 0
+    ys, xs = np.nonzero(moved)
+    reach = max(top - ys.min(), ys.max() - (top + MARGIN_PATCH_PX - 1),
+                left - xs.min(), xs.max() - (left + MARGIN_PATCH_PX - 1))
+    if min(ys.min(), xs.min()) == 0 or ys.max() == height - 1 or xs.max() == width - 1:
+        raise ValueError(f"the receptive field reaches past {height}x{width}: measure on a larger probe")
+    return int(-(-int(reach) // MARGIN_ROUND_PX) * MARGIN_ROUND_PX)
+
+
+def verify_pair(xml1: Path, xml2: Path, bin_path: Path, module: Any, *, floor_db: float, stats_tolerance: float,
+                sizes_hw: tuple[tuple[int, int], ...], sample_dir: Path | None = None,
+                limit: int | None = None) -> tuple[Verification, Verification, float]:
+    """Both IRs against PyTorch (module docstring); raises ``VerificationError`` below ``floor_db`` or when
+    pass 1's statistics are off. Returns (pass 1, pass 2, worst relative error of pass 1's statistics)."""
+    import openvino as ov
+    import torch
+
+    from .two_pass import ORIGIN_NAME, STATS_NAME, torch_stats
+
+    core = ov.Core()
+    first, second = core.read_model(xml1, bin_path), core.read_model(xml2, bin_path)
+    source = f"photos:{sample_dir}" if sample_dir else "synthetic"
+    checks = [Verification(reference="pytorch", floor_db=floor_db, sizes=list(sizes_hw), source=source)
+              for _ in range(2)]
+    worst_rel = 0.0
+    for size in sizes_hw:
+        shape = ov.PartialShape([1, size[0], size[1], 3])
+        first.reshape({first.input(0): shape})
+        second.reshape({second.input(0): shape})
+        run1 = core.compile_model(first, "CPU", VERIFY_CONFIG)
+        run2 = core.compile_model(second, "CPU", VERIFY_CONFIG)
+        for sample in load_samples(sample_dir, size_hw=size, limit=limit):
+            nchw = to_nchw_float(sample.rgb)
+            with torch.no_grad():
+                reference = to_u8_hwc(module(torch.from_numpy(nchw)).numpy())
+            true_stats = torch_stats(module, nchw)
+            got1 = run1({0: sample.rgb[None]})
+            image1, stats1 = got1[run1.output(0)][0], got1[run1.output(STATS_NAME)]
+            origin = np.array([[size[0], size[1], 0, 0]], np.float32)  # the whole picture as one tile
+            image2 = run2({0: sample.rgb[None], STATS_NAME: true_stats, ORIGIN_NAME: origin})[run2.output(0)][0]
+            rel = float(np.max(np.abs(stats1 - true_stats) / (np.abs(true_stats) + 1e-3)))
+            worst_rel = max(worst_rel, rel)
+            for check, image in zip(checks, (image1, image2)):
+                check.per_image.append({"image": sample.name, "size": list(size),
+                                        "psnr_db": round(psnr_db(image, reference), 2)})
+    for label, check in zip(("pass 1", "pass 2 fed PyTorch's statistics"), checks):
+        if not check.passed:
+            raise VerificationError(f"{label} vs pytorch: min PSNR {check.min_db:.2f} dB is below the floor "
+                                    f"{floor_db:.1f} dB", check)
+    if worst_rel > stats_tolerance:
+        raise VerificationError(f"pass 1's GroupNorm statistics differ from PyTorch's by up to {worst_rel:.2%} "
+                                f"(tolerance {stats_tolerance:.2%})",
+                                checks[0])
+    return checks[0], checks[1], worst_rel
+
+
+def manifest_entries(*, precision: str, xml1: Path, xml2: Path, bin_path: Path, checks: tuple[Verification,
+                     Verification], stats_rel_err: float, count: int, margin_px: int,
+                     versions: dict[str, Any], created: str) -> dict[str, dict[str, Any]]:
+    """The two ``variants:`` entries (docs/contracts.md): no ``quality`` figure, so no reader, old or new,
+    ever picks one as a plain variant."""
+    from edge_anime.models import sha256_file
+
+    from .two_pass import ORIGIN_NAME, STATS_NAME
+
+    name1, name2 = pass_names(precision)
+    bin_sha = sha256_file(bin_path)
+    common = {"precision": precision, "versions": versions, "created": created}
+    tiling = {"margin_px": margin_px, "stats": {"name": STATS_NAME, "shape": [1, count, 2], "order": "forward",
+                                                "fields": ["mean", "var"]},
+              "origin": {"name": ORIGIN_NAME, "shape": [1, 4], "fields": ["height", "width", "top", "left"]}}
+    first = {**common, "role": PASS1_ROLE,
+             "ir": {"xml": xml1.name, "bin": bin_path.name, "xml_sha256": sha256_file(xml1), "bin_sha256": bin_sha},
+             "verification": {**checks[0].to_manifest(), "stats_max_rel_err": round(stats_rel_err, 6)},
+             "tiling": tiling}
+    second = {**common, "role": PASS2_ROLE,
+              "ir": {"xml": xml2.name, "bin": bin_path.name, "xml_sha256": sha256_file(xml2), "bin_sha256": bin_sha},
+              "verification": {**checks[1].to_manifest(), "stats_from": "pytorch, whole picture"},
+              "tiling": tiling}
+    return {name1: first, name2: second}

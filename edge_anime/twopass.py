@@ -1,0 +1,181 @@
+"""Full-resolution inference (``image.resize: full``): the whole picture in one piece, or in tiles normalised
+with the whole picture's GroupNorm statistics (issue #17; the IR pair is built by ``convert``, the tile
+geometry is ``imaging.tiling``, the sizes ``imaging.fullres``).
+
+Tiled run: pass 1 runs a downscaled copy through the style's pass-1 IR and reads back ``gn_stats``; then
+every tile runs through the pass-2 IR with those statistics and its ``tile_origin`` (so the decoder's
+upsampling samples where the whole picture's does), and the outputs are blended in run order. All tiles are
+one static shape, so pass 2 compiles once per tile size (and the engine's cache keeps it). Tiles are
+started asynchronously on ``engine.num_requests`` infer requests taken in turn: waiting on the oldest one
+gives the results in order for the blend while the others keep every core busy. Each running tile holds one
+of the pipeline's inference slots, so tiles and other pictures share the requests as every job does.
+
+Plain infer requests, not an ``AsyncInferQueue``: a queue made and dropped per call deadlocked in its
+destructor in ``probe`` (see its history); a request list has no such teardown.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import openvino as ov
+from PIL import Image
+
+from .engine import Engine
+from .errors import ConfigError, ModelError
+from .imaging.fullres import FullPlan, padded
+from .imaging.planner import resize_image
+from .imaging.tiling import Blender, cut_tile, plan_tiles
+
+log = logging.getLogger(__name__)
+
+STATS_NAME = "gn_stats"
+ORIGIN_NAME = "tile_origin"
+
+
+class TwoPass:
+    """Runs ``FullPlan`` s for one style: the plain engine for whole pictures, the pass-1/pass-2 engines
+    (compiled on first use, with the plain engine's device settings and Core) for tiles."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._pair: tuple[Engine, Engine] | None = None
+        self.margin_px = 0
+
+    def pair(self) -> tuple[Engine, Engine]:
+        """The pass-1 and pass-2 engines; a ``ModelError`` naming the fix when the style has no pair."""
+        with self._lock:
+            if self._pair is None:
+                info = self.engine.model_info
+                found = info.tiling_pair()
+                if found is None:
+                    raise ModelError(
+                        f"{info.directory}: style {info.name} has no tiling pair (variants with role "
+                        "gn_stats_out/gn_stats_in), which image.resize: full needs for pictures over "
+                        "image.memory_budget_mb: re-run 'edge-anime convert' on its checkpoint (fp16 or fp32)")
+                first, second = found
+                self.margin_px = int(second.manifest["tiling"]["margin_px"])
+                self._pair = (Engine(first, self.engine.device, core=self.engine.core),
+                              Engine(second, self.engine.device, core=self.engine.core))
+            return self._pair
+
+    def prepare(self) -> None:
+        """Compile the pair now (a service start), or say once that this style can only run whole pictures."""
+        try:
+            self.pair()
+        except ModelError as exc:
+            log.warning("image.resize: full: %s", exc)
+
+    def close(self) -> None:
+        with self._lock:
+            pair, self._pair = self._pair, None
+        if pair is not None:
+            for engine in pair:
+                engine.close()
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(self, rgb: np.ndarray, full: FullPlan, *, slots: threading.Semaphore | None = None,
+            stats: str = "whole") -> np.ndarray:
+        """``rgb`` (H x W x 3 u8 at ``full.size``) -> the stylized picture at the same size.
+
+        ``stats="own"`` tiles with the plain IR, each tile normalised by itself: the baseline the benchmark
+        and tests compare against, never what the service runs."""
+        slots = slots if slots is not None else threading.BoundedSemaphore(self.engine.num_requests)
+        if not full.tiled:
+            return self._whole(rgb, slots)
+        if stats == "own":
+            self.pair()  # for the margin
+            compiled_for: Callable[[int, int], ov.CompiledModel] = self.engine.compiled
+            extra: Callable[[int, int], dict[Any, np.ndarray]] = lambda top, left: {}  # noqa: E731
+        else:
+            first, second = self.pair()
+            gn_stats = self.statistics(rgb, full, first, slots)
+            height, width = padded(full.size)[1], padded(full.size)[0]
+            compiled_for = second.compiled
+
+            def extra(top: int, left: int) -> dict[Any, np.ndarray]:
+                origin = np.array([[height, width, top, left]], np.float32)
+                return {STATS_NAME: gn_stats, ORIGIN_NAME: origin}
+        return self._tiles(rgb, full, compiled_for, extra, slots)
+
+    def statistics(self, rgb: np.ndarray, full: FullPlan, first: Engine, slots: threading.Semaphore) -> np.ndarray:
+        """Pass 1 on the downscaled copy: ``gn_stats`` [1, K, 2]; its activation memory is given back after."""
+        small = rgb if full.pass1_size == full.size else np.asarray(
+            resize_image(Image.fromarray(rgb), full.pass1_size))
+        small = cut_tile(small, 0, 0, *padded_hw(small.shape[0], small.shape[1]))
+        compiled = first.compiled(small.shape[0], small.shape[1])
+        request = compiled.create_infer_request()
+        with slots:
+            request.infer({0: small[None]})
+            found = np.array(request.get_tensor(STATS_NAME).data, dtype=np.float32, copy=True)
+        del request
+        try:
+            compiled.release_memory()  # the tiles need that memory now; a later pass 1 allocates it again
+        except RuntimeError:
+            log.debug("pass 1: activation memory still in use by another picture; kept")
+        return found
+
+    def _whole(self, rgb: np.ndarray, slots: threading.Semaphore) -> np.ndarray:
+        height, width = rgb.shape[:2]
+        canvas = cut_tile(rgb, 0, 0, *padded_hw(height, width))
+        compiled = self.engine.compiled(canvas.shape[0], canvas.shape[1])
+        request = compiled.create_infer_request()
+        with slots:
+            request.infer({0: canvas[None]}, share_inputs=True)
+            out = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
+        return out
+
+    def _tiles(self, rgb: np.ndarray, full: FullPlan, compiled_for: Callable[[int, int], ov.CompiledModel],
+               extra: Callable[[int, int], dict[Any, np.ndarray]], slots: threading.Semaphore) -> np.ndarray:
+        self.pair()
+        try:
+            plan = plan_tiles(full.size[0], full.size[1], tile=full.tile_px, margin=self.margin_px)
+        except ValueError as exc:
+            raise ConfigError(f"image.tile_px: {exc} (the style's margin is {self.margin_px} px)") from None
+        compiled = compiled_for(plan.tile_h, plan.tile_w)
+        requests = [compiled.create_infer_request() for _ in range(max(1, self.engine.num_requests))]
+        out = np.empty((full.size[1], full.size[0], 3), np.uint8)
+        blender = Blender(plan, out)
+        pending: deque[tuple[ov.InferRequest, tuple[int, int, int]]] = deque()
+
+        def collect() -> None:
+            request, where = pending.popleft()
+            try:
+                request.wait()
+                blender.add(*where, request.get_output_tensor(0).data[0])
+            finally:
+                slots.release()
+
+        try:
+            for index, (row, top, left) in enumerate(plan.tiles()):
+                if len(pending) == len(requests):
+                    collect()
+                request = requests[index % len(requests)]
+                inputs: dict[Any, np.ndarray] = {0: cut_tile(rgb, top, left, plan.tile_h, plan.tile_w)[None]}
+                inputs.update(extra(top, left))
+                slots.acquire()
+                try:
+                    request.start_async(inputs)
+                except BaseException:
+                    slots.release()
+                    raise
+                pending.append((request, (row, top, left)))
+            while pending:
+                collect()
+        finally:
+            while pending:  # an error: let what runs finish before its request goes
+                request, _ = pending.popleft()
+                request.wait()
+                slots.release()
+        return blender.finish()
+
+
+def padded_hw(height: int, width: int) -> tuple[int, int]:
+    """(H, W) rounded up to the network's multiple of 4."""
+    w, h = padded((width, height))
+    return h, w

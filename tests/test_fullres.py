@@ -1,0 +1,206 @@
+"""``image.resize: full`` (whole or tiled with the whole picture's statistics) and the guided upscale (#17)."""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from conftest import REPO_ROOT, synthetic_photo
+from edge_anime.config import ImageSection, load_config
+from edge_anime.errors import ConfigError, InputError
+from edge_anime.imaging import decode, plan
+from edge_anime.imaging.fullres import plan_full
+from edge_anime.imaging.guided import edge_alignment, guided_upscale
+from edge_anime.imaging.planner import resize_image
+from edge_anime.imaging.tiling import ALIGN_PX, Blender, cut_tile, padded_side, plan_tiles
+
+TILE_PX = 192  # > 2 x the random generator's 56 px margin + the ramp: a 320 x 240 picture gets 3 x 3 tiles
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return 100.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+# -- tiling arithmetic (no OpenVINO) --------------------------------------------------------------------
+@pytest.mark.parametrize("width,height", [(301, 203), (640, 480), (130, 700)])
+def test_tiles_cover_the_picture_on_the_grid_and_blend_back_exactly(width: int, height: int) -> None:
+    plan_ = plan_tiles(width, height, tile=128, margin=24)
+    wsum = np.zeros((padded_side(height), padded_side(width)), np.float32)
+    for _, top, left in plan_.tiles():
+        assert top % ALIGN_PX == 0 and left % ALIGN_PX == 0
+        wsum[top:top + plan_.tile_h, left:left + plan_.tile_w] += plan_.weights(top, left)
+    assert plan_.tops[-1] + plan_.tile_h == padded_side(height)
+    assert plan_.lefts[-1] + plan_.tile_w == padded_side(width)
+    assert (wsum[:height, :width] > 0).all(), "a pixel no tile weighs"
+    rgb = np.asarray(synthetic_photo(width, height, seed=1))
+    out = np.zeros_like(rgb)
+    blender = Blender(plan_, out)
+    for row, top, left in plan_.tiles():
+        blender.add(row, top, left, cut_tile(rgb, top, left, plan_.tile_h, plan_.tile_w))
+    assert np.array_equal(blender.finish(), rgb)
+
+
+def test_a_tile_weighs_nothing_within_the_margin_of_an_inner_border() -> None:
+    plan_ = plan_tiles(640, 480, tile=160, margin=40)
+    top, left = plan_.tops[1], plan_.lefts[1]
+    weight = plan_.weights(top, left)
+    assert not weight[:40].any() and not weight[:, :40].any() and not weight[-40:].any()
+    corner = plan_.weights(0, 0)
+    assert corner[0, 0] == 1.0  # the picture's own border: the whole run reflects there too
+
+
+@pytest.mark.parametrize("size", [(2048, 1536), (4000, 3000), (6000, 4000), (9000, 6000)])
+def test_the_plan_fits_the_budget_at_every_size(size: tuple[int, int]) -> None:
+    cfg = ImageSection(resize="full", memory_budget_mb=1024, max_pixels=100_000_000)
+    full = plan_full(size, cfg, requests=2)
+    assert full is not None and full.size == size and full.tiled
+    assert full.budget_mb <= cfg.memory_budget_mb
+    assert max(full.pass1_size) < max(size)
+
+
+# -- bad input --------------------------------------------------------------------------------------
+def test_over_max_pixels_is_refused_from_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "big.png"
+    synthetic_photo(200, 100).save(path)
+    with pytest.raises(InputError, match="max_pixels"):
+        decode(path, ImageSection(resize="full", max_pixels=10_000))
+
+
+def test_over_budget_downscale_falls_back_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "photo.jpg"
+    synthetic_photo(1600, 1200).save(path, quality=92)
+    cfg = ImageSection(resize="full", memory_budget_mb=64)
+    with caplog.at_level(logging.INFO, logger="edge_anime.imaging.planner"):
+        planned = plan(decode(path, cfg), cfg, multiple=4, requests=2)
+    assert planned.full.fallback_from == (1600, 1200)
+    assert planned.size == planned.full.size and planned.size[0] < 1600
+    assert planned.restore_size == (1600, 1200)
+    assert any("does not fit image.memory_budget_mb=64" in r.getMessage() and "1600x1200" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_over_budget_refuse_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "photo.png"
+    synthetic_photo(1600, 1200).save(path)
+    cfg = ImageSection(resize="full", memory_budget_mb=64, over_budget="refuse")
+    with pytest.raises(InputError, match="image.memory_budget_mb=64.*over_budget: downscale"):
+        plan(decode(path, cfg), cfg, multiple=4)
+
+
+@pytest.mark.parametrize("key,value,expected", [("upscale_method", "bicubic", "upscale_method"),
+                                                ("tile_px", 64, "tile_px"), ("resize", "huge", "resize")])
+def test_config_keys_are_checked(tmp_path: Path, key: str, value: object, expected: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({"image": {key: value}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"image\.{expected}"):
+        load_config(path)
+
+
+# -- runs -------------------------------------------------------------------------------------------
+@pytest.fixture
+def full_config(write_config: Callable[..., Path], two_pass_ir: Path) -> Callable[..., Path]:
+    def make(name: str, **image: object) -> Path:
+        return write_config({"model": {"path": str(two_pass_ir / "model.xml")},  # f32: no precision probe
+                             "device": {"inference_precision": "f32"},
+                             "image": {"resize": "full", **image}}, name=name)
+
+    return make
+
+
+def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callable[..., Path]) -> None:
+    """Where both fit: the tiled picture is the whole-picture one (PSNR high), and tiles normalised each on
+    its own (the naive tiling) are clearly worse."""
+    from edge_anime import Stylizer
+    from edge_anime.twopass import TwoPass
+
+    photo = synthetic_photo(320, 240, seed=3)
+    with Stylizer(full_config("whole.yaml")) as stylizer:
+        whole = np.asarray(stylizer.stylize(photo))
+    tiled_config = full_config("tiled.yaml", tile_px=TILE_PX)
+    with Stylizer(tiled_config) as stylizer:
+        tiled = np.asarray(stylizer.stylize(photo))
+        full = plan_full((320, 240), stylizer.config.image, requests=stylizer.engine.num_requests)
+        assert full is not None and full.tile_px == TILE_PX and full.pass1_size == (320, 240)
+        runner = TwoPass(stylizer.engine)
+        try:
+            again = runner.run(np.asarray(photo), full)
+            naive = runner.run(np.asarray(photo), full, stats="own")
+            assert runner.pair()[1].cached_shapes() == [(TILE_PX, TILE_PX)], "one static tile shape"
+        finally:
+            runner.close()
+    assert whole.shape == tiled.shape == (240, 320, 3)
+    assert np.array_equal(again, tiled)
+    good, bad = psnr(tiled, whole), psnr(naive, whole)
+    assert good >= 45.0, f"tiled vs whole {good:.1f} dB"
+    assert good >= bad + 6.0, f"whole statistics {good:.1f} dB vs each tile its own {bad:.1f} dB"
+
+
+def test_tiled_run_stays_within_the_memory_budget(full_config: Callable[..., Path], tmp_path: Path) -> None:
+    """A real process: peak RSS over what the started Stylizer holds (its engines, the tiling pair compiled at
+    start) stays under image.memory_budget_mb while it stylizes an 800 x 600 photo in tiles."""
+    budget_mb = 370  # 800 x 600 in 256 px tiles, two at once (imaging.fullres: 320 MB estimated, 88% of it)
+    config = full_config("budget.yaml", memory_budget_mb=budget_mb)
+    photo = tmp_path / "photo.jpg"
+    synthetic_photo(800, 600, seed=4).save(photo, quality=92)
+    script = (
+        "import json\n"
+        "from edge_anime import Stylizer\n"
+        "def status_mb(key):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(key + ':'):\n"
+        "            return int(line.split()[1]) / 1024\n"
+        f"s = Stylizer({str(config)!r})\n"
+        "open('/proc/self/clear_refs', 'w').write('5')\n"  # peak RSS (VmHWM) from here on: this picture's
+        "base = status_mb('VmRSS')\n"
+        f"out = s.stylize({str(photo)!r})\n"
+        "peak = status_mb('VmHWM')\n"
+        "print(json.dumps({'base': base, 'peak': peak, 'size': list(out.size)}))\n"
+        "s.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=300, env={"EDGE_ANIME_HUGE_PAGES": "0", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["size"] == [800, 600], "tiled at full size, not the over-budget fallback"
+    assert figures["peak"] - figures["base"] <= budget_mb, figures
+
+
+# -- guided upscale -----------------------------------------------------------------------------------
+def _edge_photo(width: int = 480, height: int = 360) -> np.ndarray:
+    im = Image.new("RGB", (width, height), (200, 180, 160))
+    draw = ImageDraw.Draw(im)
+    draw.ellipse((60, 40, 300, 300), fill=(40, 60, 150))
+    draw.rectangle((250, 90, 450, 260), fill=(220, 40, 40))
+    draw.line((0, 340, 480, 200), fill=(10, 10, 10), width=3)
+    return np.asarray(im)
+
+
+def test_guided_upscale_puts_edges_on_the_photo_edges_better_than_lanczos() -> None:
+    photo = _edge_photo()
+    low = 255 - np.asarray(Image.fromarray(photo).resize((120, 90), Image.Resampling.LANCZOS))  # a "style"
+    guided = guided_upscale(low, photo)
+    lanczos = np.asarray(resize_image(Image.fromarray(low), (480, 360)))
+    assert guided.shape == photo.shape
+    assert edge_alignment(guided, photo) > edge_alignment(lanczos, photo) + 0.1
+    # flat regions keep the low-resolution picture's colour
+    assert np.abs(guided[180, 100].astype(int) - low[45, 25].astype(int)).max() <= 8
+
+
+def test_guided_mode_end_to_end(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    from edge_anime import Stylizer
+
+    config = write_config({"image": {"resize": "max_side", "max_side": 64, "upscale_to_original": True,
+                                     "upscale_method": "guided"}}, name="guided.yaml")
+    path = tmp_path / "edges.jpg"
+    Image.fromarray(_edge_photo()).save(path, quality=95)
+    with Stylizer(config) as stylizer:
+        out = stylizer.stylize(path)
+    assert out.size == (480, 360)

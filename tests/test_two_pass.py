@@ -1,0 +1,117 @@
+"""The converter side of tiled full resolution: the pass-1 / pass-2 IR pair (issue #17)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from edge_anime.errors import ModelError
+from edge_anime.models import TILING_ROLES, load_model_info
+
+
+def test_split_generator_matches_the_plain_one_and_keeps_the_checkpoint_format(seeded_checkpoint: Path) -> None:
+    """Surgery happens on a copy after the strict load: the source module and its keys are untouched, pass 2
+    fed pass 1's statistics (and the whole picture as its origin) is the plain generator, at both upsampling
+    conventions."""
+    torch = pytest.importorskip("torch")
+    from edge_anime_converters.generator import Generator
+    from edge_anime_converters.sources import generator_from_state_dict
+    from edge_anime_converters.two_pass import StatsIn, StatsOut, count_norms
+
+    state = torch.load(seeded_checkpoint, weights_only=True)
+    for align in (True, False):
+        plain = generator_from_state_dict(state, path=seeded_checkpoint, upsample_align=align)
+        keys = list(plain.state_dict())
+        first, second = StatsOut(plain), StatsIn(plain)
+        assert list(plain.state_dict()) == keys == list(Generator().state_dict())
+        x = torch.rand(1, 3, 72, 104) * 2 - 1
+        with torch.no_grad():
+            reference = plain(x)
+            image, stats = first(x)
+            again = second(x, stats, torch.tensor([[72.0, 104.0, 0.0, 0.0]]))
+        assert stats.shape == (1, count_norms(plain), 2) and bool((stats[..., 1] > 0).all())
+        assert float((image - reference).abs().max()) < 1e-4
+        assert float((again - reference).abs().max()) < 1e-4
+
+
+def test_pair_is_built_verified_and_listed_apart_from_the_variants(two_pass_ir: Path) -> None:
+    manifest = yaml.safe_load((two_pass_ir / "manifest.yaml").read_text(encoding="utf-8"))
+    entries = {name: e for name, e in manifest["variants"].items() if e.get("role")}
+    assert sorted(e["role"] for e in entries.values()) == sorted(TILING_ROLES)
+    for entry in entries.values():
+        check = entry["verification"]
+        assert check["psnr_db"]["min"] >= 45.0 == check["floor_db"]
+        assert entry["tiling"]["margin_px"] > 0 and entry["tiling"]["margin_px"] % 8 == 0
+        assert "quality" not in entry  # never auto-chosen as a plain variant, by old readers either
+    assert len({e["ir"]["bin"] for e in entries.values()}) == 1, "the pair shares one copy of the weights"
+    style = load_model_info(two_pass_ir)
+    assert style.variant_names() == ["fp32"]
+    pair = style.tiling_pair()
+    assert pair is not None
+    assert [p.manifest["role"] for p in pair] == list(TILING_ROLES)
+    shared = pair[0].bin.stat().st_size
+    assert shared < 1.1 * style.bin.stat().st_size
+
+
+def test_pair_ir_io_names_and_shapes(two_pass_ir: Path) -> None:
+    import openvino as ov
+
+    pair = load_model_info(two_pass_ir).tiling_pair()
+    assert pair is not None
+    core = ov.Core()
+    first, second = (core.read_model(p.xml, p.bin) for p in pair)
+    assert [o.get_any_name() for o in first.outputs] == ["stylized", "gn_stats"]
+    assert [i.get_any_name() for i in second.inputs] == ["image", "gn_stats", "tile_origin"]
+    assert second.input(1).get_partial_shape() == first.output(1).get_partial_shape()
+
+
+def test_a_tampered_pair_is_refused_when_chosen(two_pass_ir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(two_pass_ir, copy)
+    style = load_model_info(copy)
+    pair = style.tiling_pair(verify=False)
+    assert pair is not None
+    with open(pair[1].xml, "ab") as fh:
+        fh.write(b"<!-- edited -->")
+    with pytest.raises(ModelError, match="sha256"):
+        style.tiling_pair()
+
+
+def test_an_unknown_role_is_a_manifest_error(two_pass_ir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(two_pass_ir, copy)
+    manifest = yaml.safe_load((copy / "manifest.yaml").read_text(encoding="utf-8"))
+    name = next(n for n, e in manifest["variants"].items() if e.get("role"))
+    manifest["variants"][name]["role"] = "stats"
+    (copy / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ModelError, match=rf"variants\.{name}\.role"):
+        load_model_info(copy)
+
+
+def test_adding_a_variant_keeps_the_pair(two_pass_ir: Path, seeded_checkpoint: Path, tmp_path: Path) -> None:
+    from edge_anime_converters.convert import convert
+
+    shutil.copytree(two_pass_ir, tmp_path / two_pass_ir.name)
+    style = convert(seeded_checkpoint, name=two_pass_ir.name, precision="fp16", output_dir=tmp_path,
+                    verify_limit=1, verify_sizes_hw=((64, 64),), two_pass=False)
+    info = load_model_info(style)
+    assert info.variant_names() == ["fp32", "fp16"]
+    assert info.tiling_pair() is not None  # hash-checked: the files came along
+
+
+def test_margin_is_the_receptive_field(seeded_checkpoint: Path) -> None:
+    """The recorded margin covers the reach measured here on pass 2 (fixed statistics: purely local)."""
+    torch = pytest.importorskip("torch")
+    from edge_anime_converters.sources import generator_from_state_dict
+    from edge_anime_converters.two_pass import count_norms
+    from edge_anime_converters.two_pass_ir import MARGIN_ROUND_PX, measure_margin
+
+    plain = generator_from_state_dict(torch.load(seeded_checkpoint, weights_only=True), path=seeded_checkpoint,
+                                      upsample_align=True)
+    margin = measure_margin(plain, count_norms(plain))
+    # Three 7x7 / 3x3 stages at full size, two at 1/2, nine 3x3 at 1/4: tens of pixels, not hundreds.
+    assert 24 <= margin <= 96 and margin % MARGIN_ROUND_PX == 0
+    assert np.isfinite(margin)
