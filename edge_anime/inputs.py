@@ -37,8 +37,16 @@ class InputFilter:
 
     def style_of(self, rel: str) -> str | None:
         """The style a route gives ``rel`` (inbox-relative); None for the default style."""
+        return self._first_folder_in(rel, self.routes)
+
+    def held_style(self, rel: str) -> str | None:
+        """The dropped style whose folder ``rel`` waited in (a claim taken before the reload); else None."""
+        return self._first_folder_in(rel, self.held)
+
+    @staticmethod
+    def _first_folder_in(rel: str, names: frozenset[str]) -> str | None:
         head, sep, _rest = rel.partition("/")
-        return head if sep and head in self.routes else None
+        return head if sep and head in names else None
 
     def enters(self, rel_dir: str, *, recursive: bool | None = None) -> bool:
         """Whether the folder ``rel_dir`` is searched: a route always, a held style's folder never, any

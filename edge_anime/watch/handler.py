@@ -99,11 +99,6 @@ class Handler:
         """The style an inbox file gets: its route's (``inbox/<style>/...``), else the default."""
         return self.accept.style_of(rel) or self.style
 
-    def _held(self, rel: str) -> str | None:
-        """The style of a route a reload dropped, for a claim that waited in it (its file goes back)."""
-        head, sep, _rest = rel.partition("/")
-        return head if sep and head in self.accept.held else None
-
     # --- before submit ------------------------------------------------------------------------------
     def prepare(self, claim: Claim) -> Path | Verdict:
         """The output path to submit the job with, or a Verdict when the file never reaches the pipeline."""
@@ -122,7 +117,7 @@ class Handler:
             return self.fail(claim, "not a regular file (a fifo, socket or device)", stage="claim")
         if self.journal is not None and self.journal.contains(claim.rel, st):
             return self.give_back(claim, reason="already processed (watch.after_success: keep)")
-        held = self._held(claim.rel)
+        held = self.accept.held_style(claim.rel)
         if held is not None:
             return self.give_back(claim, reason=f"style {held!r} is no longer served (model.styles); it waits in "
                                   "its folder until the style is served again")
@@ -236,10 +231,10 @@ class Handler:
 
     def _error_report(self, claim: Claim) -> dict[str, Any]:
         assert claim.failure is not None
+        style = claim.style or self.style_for(claim.rel)
         return {"file": claim.rel, "reason": claim.failure["reason"], "stage": claim.failure["stage"],
                 "time": claim.failure["time"], "config_hash": self.config_hash,
-                "style": claim.style or self.style_for(claim.rel),
-                "model_hash": self.model_hash(claim.style or self.style_for(claim.rel)),
+                "style": style, "model_hash": self.model_hash(style),
                 "worker": self.worker.worker_id, "attempts": claim.attempts}
 
     def give_back(self, claim: Claim, *, reason: str = "") -> Verdict:
