@@ -261,6 +261,27 @@ class Engine:
             self._sync_requests.pop(id(old), None)
             log.debug("shape cache full: dropped %dx%d", evicted[1], evicted[0])
 
+    def release_idle(self, over_mb: float) -> float:
+        """Give back the activation memory of live shapes, least recently used first, until ``over_mb`` is
+        freed or none is left; returns the MB freed. For the Stylizer's bound over every style: it calls this
+        on a style with no job in flight, so no inference of these shapes runs (a shape whose inference does
+        run is skipped, as in ``_fit_bounds``). The compiled models stay, so the next use costs a
+        page-faulting first inference, not a compile."""
+        freed = 0.0
+        with self._lock:
+            for key in list(self._cache):
+                if freed >= over_mb:
+                    break
+                if key in self._released:
+                    continue
+                try:
+                    self._cache[key].release_memory()
+                except RuntimeError:
+                    continue
+                self._released.add(key)
+                freed += self.shape_mb(*key) - IDLE_SHAPE_MB
+        return freed
+
     def shape_mb(self, height: int, width: int) -> float:
         """Estimated RSS of one live static shape: its compiled graph (``IDLE_SHAPE_MB``) plus each stream's
         activations at the measured bytes per pixel of what runs (``ACTIVATION_BYTES_PER_PX``)."""

@@ -92,6 +92,7 @@ class Stylizer:
         self._compiled: OrderedDict[str, _Compiled] = OrderedDict()
         self._pending: dict[str, threading.Lock] = {}  # one compile per style at a time
         self._closed = threading.Event()
+        self._closers: list[threading.Thread] = []  # retired styles closing: close() joins them
         default = next(iter(self._specs))
         first = self._open(default, engine)
         self._compiled[default] = first
@@ -149,8 +150,12 @@ class Stylizer:
                 with self._lock:
                     compiled.users -= 1
                     last = compiled.retired and compiled.users == 0
-                if last:  # not on this thread: it is one of the pipeline's own, which close() joins
-                    threading.Thread(target=compiled.close, name="edge-anime-retire", daemon=True).start()
+                    self._fit_styles(compiled)
+                if last:  # not on this thread: it is one of the pipeline's own, which that close would join
+                    closer = threading.Thread(target=compiled.close, name="edge-anime-retire", daemon=True)
+                    with self._lock:
+                        self._closers.append(closer)
+                    closer.start()
 
             future.add_done_callback(release)
             try:
@@ -266,6 +271,10 @@ class Stylizer:
         for entry in compiled:
             entry.pipeline.drain(timeout_s=None)
             entry.close()
+        with self._lock:
+            closers, self._closers = self._closers, []
+        for closer in closers:  # OpenVINO torn down at exit under a live close aborts the process
+            closer.join()
 
     def __enter__(self) -> Stylizer:
         return self
@@ -288,6 +297,7 @@ class Stylizer:
             if entry is not None:
                 self._compiled.move_to_end(name)
                 entry.users += 1
+                self._fit_styles(entry)
         if entry is None:
             entry = self._compile(name)
         try:
@@ -315,12 +325,27 @@ class Stylizer:
             with self._lock:
                 entry.users += 1
                 self._compiled[name] = entry
+                self._fit_styles(entry)  # idle styles give their activations back before any is closed
                 evicted = self._evict()
         for old in evicted:
             log.info("styles: closing %s (over device.shape_cache_mb with %s compiled)", old.model.style,
                      ", ".join(self._compiled))
             old.close()
         return entry
+
+    def _fit_styles(self, active: _Compiled) -> None:
+        """Keep every style's shapes together under ``device.shape_cache_mb`` (under the lock), when a style
+        comes into use and when a job ends: each engine bounds only its own shapes, so two styles that each
+        fill the bound would hold twice it. Idle styles, least recently used first, give their activations
+        back (no close: closing here would thrash two busy styles through compiles, and a close on a job's
+        thread can outlive the interpreter); a style with work in flight keeps its memory until it is idle."""
+        over = sum(e.engine.cache_mb() for e in self._compiled.values()) - self.config.device.shape_cache_mb
+        for entry in self._compiled.values():
+            if over <= 0:
+                return
+            if entry is not active and entry.users == 0 and not entry.retired:
+                entry.pipeline.prune_retired()
+                over -= entry.engine.release_idle(over)
 
     def _evict(self) -> list[_Compiled]:
         """Styles to close, least recently used first, while their engines' memory is over the bound (under

@@ -126,13 +126,18 @@ def test_several_styles_compile_on_first_use_and_stay_under_the_memory_bound(two
     with Stylizer(config=two_styles(shape_cache_mb=64)) as s:
         assert s.styles == ("randgen", "toon") and s.compiled_styles() == ("randgen",)
         default = np.asarray(s.stylize(photo))
+        assert s.engine.released_shapes() == []
         toon = np.asarray(s.stylize(photo, style="toon"))
         assert not np.array_equal(default, toon)
-        assert s.compiled_styles() == ("toon",)  # 64 MB holds one: the idle default was closed
-        assert np.array_equal(np.asarray(s.stylize(photo)), default)  # compiled again, the same picture
+        # 64 MB holds one live shape: the idle default gave its activations back and stays compiled
+        assert s.compiled_styles() == ("randgen", "toon")
+        assert s.engine.released_shapes() == [(192, 256)]
+        assert np.array_equal(np.asarray(s.stylize(photo)), default)  # allocated again, the same picture
+        assert s.engine.released_shapes() == []
     with Stylizer(config=two_styles()) as roomy:
+        roomy.stylize(photo)
         roomy.stylize(photo, style="toon")
-        assert roomy.compiled_styles() == ("randgen", "toon")
+        assert roomy.compiled_styles() == ("randgen", "toon") and roomy.engine.released_shapes() == []
 
 
 def test_a_missing_style_is_a_config_error_naming_its_key(write_config: Callable[..., Path],
