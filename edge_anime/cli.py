@@ -10,9 +10,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
-from .host import huge_pages_environment
+from .host import huge_pages_environment, skip_model_converter
 from .service.signals import hold
 
 # command -> (module, add-arguments function, run function, one-line help). Modules are imported only to
@@ -36,26 +37,46 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``command``, only that command's module is imported to build its
+    options (the others are listed by name and help): a warm service start is mostly imports (issue 14's
+    READY <= 1 s), and importing every command's module cost ~0.1 s of CPU for nothing."""
     parser = argparse.ArgumentParser(
         prog="edge-anime",
         description="Photo-to-anime on CPU with OpenVINO: a watch folder, one-shot stylize, bench and tune.",
     )
-    from . import __version__  # read from the installed metadata only when a parser is built
-
-    parser.add_argument("-V", "--version", action="version", version=f"edge-anime {__version__}")
+    parser.add_argument("-V", "--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, add_name, run_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
-        getattr(module, add_name)(command_parser)
-        command_parser.set_defaults(_run=getattr(module, run_name))
+        if command is None or name == command:
+            module = importlib.import_module(module_name)
+            getattr(module, add_name)(command_parser)
+            command_parser.set_defaults(_run=getattr(module, run_name))
     return parser
+
+
+class _Version(argparse.Action):
+    """argparse's ``version`` action, reading the version only when asked: it comes from the installed
+    metadata (pyproject is the one place), and importlib.metadata costs ~80 ms of a ~1 s service start."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from . import __version__
+
+        parser.exit(message=f"edge-anime {__version__}\n")
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option), or None."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, run one command, and turn every error into one message and an exit status."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    command = command_of(words)
+    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
     try:
         return int(args._run(args))
     except UserError as exc:
@@ -77,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # Commands that run inference; only they restart themselves for huge pages (see ``entry``).
 INFERENCE_COMMANDS = frozenset({"run", "serve", "stylize", "bench", "tune"})
+# Commands that may convert a model, the only ones that need OpenVINO's converter (``host.skip_model_converter``).
+CONVERTER_COMMANDS = frozenset({"convert", "models"})
 
 
 def entry() -> None:
@@ -88,11 +111,13 @@ def entry() -> None:
     heavy import; ``EDGE_ANIME_HUGE_PAGES=0`` turns it off.
     """
     hold(sys.argv[1:])  # first: a SIGTERM to `run` from here on waits for its handler (service/signals.py)
-    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    command = command_of(sys.argv[1:])
     if command in INFERENCE_COMMANDS:
         env = huge_pages_environment()
         if env is not None:
             os.execve(sys.executable, [sys.executable, "-m", "edge_anime", *sys.argv[1:]], env)
+    if command not in CONVERTER_COMMANDS:
+        skip_model_converter()
     sys.exit(main())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -68,3 +69,18 @@ def huge_pages_environment(environ: Mapping[str, str] = os.environ) -> dict[str,
     setting = f"{HUGE_PAGES_TUNABLE}=1"
     env["GLIBC_TUNABLES"] = f"{env['GLIBC_TUNABLES']}:{setting}" if env.get("GLIBC_TUNABLES") else setting
     return env
+
+
+def skip_model_converter() -> None:
+    """Keep ``import openvino`` from importing its model converter in a process that only runs models.
+
+    ``openvino/__init__`` imports ``openvino.tools.ovc`` when it is installed (for ``ov.convert_model``),
+    inside a ``try/except ImportError``. That import scans every installed distribution's metadata, pulls in
+    numpy.ma and starts OVC's telemetry: ~0.15 s of CPU, measured on a warm service start that takes ~1 s
+    (issue 14: READY <= 1 s), for a function the runtime never calls. A ``None`` entry in ``sys.modules`` is
+    Python's documented way to make that import raise ImportError, which openvino's own ``except`` takes.
+    Only ``cli.entry`` calls this, for commands that never convert, before anything imports openvino; a
+    process that has imported openvino already is left as it is.
+    """
+    if "openvino" not in sys.modules and "openvino.tools.ovc" not in sys.modules:
+        sys.modules["openvino.tools.ovc"] = None  # type: ignore[assignment]  # documented: import raises

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -78,3 +79,25 @@ def test_stylize_without_config_uses_the_bundled_default(tmp_path: Path, make_ph
         assert "model.path" in err and "toon" in err
     else:
         assert status == 0 and len(list((tmp_path / "out").iterdir())) == 1
+
+
+def test_runtime_commands_run_without_openvinos_converter(tmp_path: Path, make_photo: Callable[..., Path],
+                                                          write_config: Callable[..., Path]) -> None:
+    """``host.skip_model_converter``: a stylize process (the console script's ``entry``) stylizes with
+    openvino loaded and its converter never imported (~0.15 s of a warm start); ``convert`` in a process
+    keeps the converter (tests/test_convert.py runs it the same way)."""
+    script = textwrap.dedent("""
+        import atexit, json, sys
+        atexit.register(lambda: print(json.dumps({"openvino": "openvino" in sys.modules,
+                                                  "ovc": repr(sys.modules.get("openvino.tools.ovc", "absent"))})))
+        sys.argv = ["edge-anime", *sys.argv[1:]]
+        from edge_anime.cli import entry
+        entry()
+    """)
+    photo, out = make_photo("a.jpg", 64, 48), tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", script, "stylize", str(photo), "-o", str(out),
+                           "--config", str(write_config())], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "EDGE_ANIME_HUGE_PAGES": "0"})  # no re-exec: one process
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"openvino": True, "ovc": "None"}
+    assert [p.name for p in out.iterdir()] == ["a_randgen.jpg"]
