@@ -34,7 +34,7 @@ import openvino as ov
 from .config import Config, DeviceSection, ImageSection
 from .engine import Engine, ensure_cache_dir
 from .fsutil import write_atomic
-from .host import usable_cores
+from .host import cpu_identity, usable_cores
 from .models import ModelInfo, resolve_model
 from .probe import DEFAULT_SECONDS as PROBE_SECONDS
 from .probe import Candidate, Timing, measure_candidates, native_precisions
@@ -149,25 +149,6 @@ def decision_key(config: Config, style: ModelInfo, shape_hw: tuple[int, int]) ->
         "device": {k: _plain(getattr(device, k)) for k in KEY_DEVICE_FIELDS},
         "pinned": {"model.variant": config.model.variant, "device.inference_precision": device.inference_precision},
     }
-
-
-def cpu_identity() -> tuple[str, str]:
-    """(model name, flags) of the first CPU in /proc/cpuinfo; empty strings where there is none."""
-    model, flags = "", ""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return model, flags
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = " ".join(sorted(value.split()))
-        if model and flags:
-            break
-    return model, flags
 
 
 def choose(config: Config, style: ModelInfo, *, core: ov.Core | None = None,

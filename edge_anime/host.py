@@ -84,3 +84,22 @@ def skip_model_converter() -> None:
     """
     if "openvino" not in sys.modules and "openvino.tools.ovc" not in sys.modules:
         sys.modules["openvino.tools.ovc"] = None  # type: ignore[assignment]  # documented: import raises
+
+
+def cpu_identity() -> tuple[str, str]:
+    """(model name, flags) of the first CPU in /proc/cpuinfo; empty strings where there is none."""
+    model, flags = "", ""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return model, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = " ".join(sorted(value.split()))
+        if model and flags:
+            break
+    return model, flags

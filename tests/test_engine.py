@@ -257,3 +257,28 @@ def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, tmp_path:
     for thread in threads:
         thread.join(timeout=60.0)
     assert len(got) == 2 and got[0] is got[1] and engine.compiles == start + 1
+
+
+def test_a_warm_start_reads_the_plugins_choice_instead_of_compiling_a_probe(model: ModelInfo, tmp_path: Path,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """``readback``: the probe compile is ~15 % of a warm service start; an earlier start's identical probe
+    (same box, OpenVINO, model and properties) answers for it, and anything else asks the plugin again."""
+    device = _device(tmp_path, performance_hint="THROUGHPUT", num_streams=2, inference_precision="f32")
+    first = Engine(model, device)
+    assert first.compiles == 1
+    files = list((tmp_path / "ovcache").glob("edge-anime-plugin-*.json"))
+    assert len(files) == 1
+    warm = Engine(model, device)
+    assert warm.compiles == 0 and warm.effective == first.effective and warm.num_requests == first.num_requests
+    picture = _image(64, 96)
+    assert np.array_equal(warm.infer(picture), first.infer(picture))  # the first photo compiles its shape
+    other = Engine(model, _device(tmp_path, performance_hint="THROUGHPUT", num_streams=1,
+                                  inference_precision="f32"))
+    assert other.compiles == 1 and other.effective["NUM_STREAMS"] == 1  # other properties: asked again
+    files[0].write_text("{not json", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="edge_anime.readback"):
+        damaged = Engine(model, device)
+    assert damaged.compiles == 1 and damaged.effective == first.effective
+    assert str(files[0]) in caplog.text and "asking the plugin again" in caplog.text
+    assert json.loads(files[0].read_text(encoding="utf-8"))["effective"] == first.effective  # rewritten
+    assert Engine(model, device).compiles == 0
