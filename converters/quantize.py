@@ -90,6 +90,8 @@ INT8_CANDIDATES: tuple[Int8Setup, ...] = (
     Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv")),
 )
 DEFAULT_INT8 = INT8_CANDIDATES[0]
+# The default before issue 14's worst-photo work: the "before" row of ``benchmarks/int8_quality.py --figure``.
+PRE_ISSUE14_INT8 = Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"), range_estimator="MINMAX")
 
 
 @dataclass
