@@ -96,6 +96,11 @@ SETUPS: dict[str, Int8Setup] = {
                                                  ignore=("norm", "first_conv", "last_conv", "depthwise")),
     "mixed-norm-first-last-minmax": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"),
                                               range_estimator="MINMAX"),
+    # issue 14: the two decoder layers whose float copy lifted the worst photo most (docs/toon.md, INT8 quality)
+    "minmax-float-e1": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "block_e.1"),
+                                 range_estimator="MINMAX"),
+    "minmax-float-d1-e1": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "block_d.1", "block_e.1"),
+                                    range_estimator="MINMAX"),
 }
 
 
@@ -322,8 +327,11 @@ def figure(args: argparse.Namespace, photos: Path) -> int:
     reference = outputs(core, with_u8_io(weights.float_model.clone()), samples)
     calibration, calib_source = calibration_samples(photos, count=args.calib_count)
     candidates: dict[str, ov.Model] = {}
-    for key, setup in (("before", PRE_ISSUE14_INT8), ("after", DEFAULT_INT8)):
+    setups = {"before": PRE_ISSUE14_INT8, "after": DEFAULT_INT8}
+    setups.update({k: SETUPS[k] for k in args.setups or [] if SETUPS[k] not in setups.values()})
+    for key, setup in setups.items():
         candidates[key] = quantize(weights.float_model, calibration, setup=setup)
+        print(f"{key:>10}: quantized ({setup.label})", flush=True)
     for spec in args.ir:
         key, _, xml = spec.partition("=")
         candidates[key] = core.read_model(xml)
@@ -379,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     photos = args.photos or default_photo_dir()
     if photos is None:
         print("no photos: give --photos DIR (the study is about real photos)", file=sys.stderr)
+        return 2
+    unknown = set(args.setups or []) - set(SETUPS)
+    if unknown:
+        print(f"--setups: unknown {sorted(unknown)}; choose from {', '.join(SETUPS)}", file=sys.stderr)
         return 2
     if args.figure:
         return figure(args, photos)
