@@ -8,11 +8,20 @@ setup: quantize on calibration photos, then
 Rows are written after each setup (JSON + markdown under --out), so an interrupted run keeps what it has.
 
     nice -n 10 python benchmarks/int8_quality.py --out benchmarks/results/
+
+``--figure`` (issue 14) is the before/after figure instead: the bundled toon checkpoint quantized with the
+converter's setup before issue 14 and with today's default (plus any ``--ir NAME=XML``, e.g. the QAT IR of
+``training/qat_toon.py``), each scored against the FP32 IR on every photo at 512 px long side (downscaled
+only, multiple of 4, as the runtime plans it): min and mean dB and the worst photos; then their speed as
+images/s at one static 512 px shape in interleaved rounds, reported as a ratio to "before":
+
+    nice -n 10 python benchmarks/int8_quality.py --figure --ir qat=training/runs/qat/model_int8.xml
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -27,8 +36,24 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _common import cpu_model  # noqa: E402
-from edge_anime_converters.quantize import DEFAULT_INT8, Int8Setup, calibration_samples, quantize  # noqa: E402
-from edge_anime_converters.samples import default_photo_dir, load_samples, psnr_db, to_nchw_float, to_u8_hwc  # noqa: E402
+from edge_anime_converters.quantize import (  # noqa: E402
+    DEFAULT_INT8,
+    PRE_ISSUE14_INT8,
+    Int8Setup,
+    calibration_samples,
+    quantize,
+)
+from edge_anime_converters.samples import (  # noqa: E402
+    Sample,
+    default_photo_dir,
+    fit,
+    load_samples,
+    photo_paths,
+    psnr_db,
+    read_rgb,
+    to_nchw_float,
+    to_u8_hwc,
+)
 
 RANDOM_SEED = 0
 SPEED_HW = (512, 512)
@@ -71,6 +96,11 @@ SETUPS: dict[str, Int8Setup] = {
                                                  ignore=("norm", "first_conv", "last_conv", "depthwise")),
     "mixed-norm-first-last-minmax": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv"),
                                               range_estimator="MINMAX"),
+    # issue 14: the two decoder layers whose float copy lifted the worst photo most (docs/toon.md, INT8 quality)
+    "minmax-float-e1": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "block_e.1"),
+                                 range_estimator="MINMAX"),
+    "minmax-float-d1-e1": Int8Setup(preset="mixed", ignore=("norm", "first_conv", "last_conv", "block_d.1", "block_e.1"),
+                                    range_estimator="MINMAX"),
 }
 
 
@@ -242,8 +272,106 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+FIGURE_LONG_SIDE = 512
+FIGURE_SPEED_HW = (340, 512)  # a 3:2 photo at 512 px long side, the commonest shape in ../shared/photos
+
+
+def photos_at_long_side(folder: Path, long_side: int = FIGURE_LONG_SIDE) -> list[Sample]:
+    """Every photo downscaled (never up) to ``long_side``, sides rounded to a multiple of 4 like the runtime."""
+    samples = []
+    for path in photo_paths(folder):
+        rgb = read_rgb(path, min_side=2 * long_side)
+        h, w = rgb.shape[:2]
+        scale = min(1.0, long_side / max(h, w))
+        size = (max(4, round(h * scale / 4) * 4), max(4, round(w * scale / 4) * 4))
+        samples.append(Sample(path.name, fit(rgb, size)))
+    return samples
+
+
+def outputs(core: ov.Core, model: ov.Model, samples: list[Sample]) -> list[np.ndarray]:
+    """u8 outputs of a u8-contract model (dynamic H x W) at f32 arithmetic, one per sample."""
+    compiled = core.compile_model(model, "CPU", F32)
+    return [compiled(s.rgb[None])[0][0] for s in samples]
+
+
+def images_per_s(core: ov.Core, models: dict[str, ov.Model], *, rounds: int, per_round: int = 4) -> dict[str, float]:
+    """Median images/s of each model at FIGURE_SPEED_HW, the models taking turns within every round."""
+    from edge_anime_converters.ir import with_static_hw
+
+    requests = {k: core.compile_model(with_static_hw(m, FIGURE_SPEED_HW), "CPU", F32).create_infer_request()
+                for k, m in models.items()}
+    frame = np.random.default_rng(1).integers(0, 256, size=(1, *FIGURE_SPEED_HW, 3), dtype=np.uint8)
+    for request in requests.values():
+        request.infer({0: frame})
+    rates: dict[str, list[float]] = {k: [] for k in requests}
+    for _ in range(rounds):
+        for key, request in requests.items():
+            start = time.perf_counter()
+            for _ in range(per_round):
+                request.infer({0: frame})
+            rates[key].append(per_round / (time.perf_counter() - start))
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
+def figure(args: argparse.Namespace, photos: Path) -> int:
+    """Issue 14's INT8 figure: before/after (and extra IRs) vs FP32 at 512 px, plus their speed ratio."""
+    from edge_anime_converters.ir import with_u8_io
+
+    toon = args.checkpoint or find_toon_checkpoint()
+    if toon is None:
+        print("--figure: no checkpoint in models/toon/ (give --checkpoint)", file=sys.stderr)
+        return 2
+    core = ov.Core()
+    weights = checkpoint_weights(toon)
+    samples = photos_at_long_side(photos)
+    reference = outputs(core, with_u8_io(weights.float_model.clone()), samples)
+    calibration, calib_source = calibration_samples(photos, count=args.calib_count)
+    candidates: dict[str, ov.Model] = {}
+    setups = {"before": PRE_ISSUE14_INT8, "after": DEFAULT_INT8}
+    setups.update({k: SETUPS[k] for k in args.setups or [] if SETUPS[k] not in setups.values()})
+    for key, setup in setups.items():
+        candidates[key] = quantize(weights.float_model, calibration, setup=setup)
+        print(f"{key:>10}: quantized ({setup.label})", flush=True)
+    for spec in args.ir:
+        key, _, xml = spec.partition("=")
+        candidates[key] = core.read_model(xml)
+    rows: list[dict[str, Any]] = []
+    for key, model in candidates.items():
+        scores = [psnr_db(o, r) for o, r in zip(outputs(core, model, samples), reference)]
+        order = sorted(range(len(scores)), key=scores.__getitem__)
+        rows.append({"variant": key, "min_db": round(min(scores), 2), "mean_db": round(statistics.mean(scores), 2),
+                     "worst": [f"{samples[i].name} {scores[i]:.2f}" for i in order[:3]],
+                     "per_photo_db": {s.name: round(v, 2) for s, v in zip(samples, scores)}})
+        print(f"{key:>10}: min {rows[-1]['min_db']:.2f} mean {rows[-1]['mean_db']:.2f} dB; worst "
+              + ", ".join(rows[-1]["worst"]), flush=True)
+    speed = images_per_s(core, candidates, rounds=args.rounds)
+    for row in rows:
+        row["images_per_s"] = round(speed[row["variant"]], 2)
+        row["speed_vs_before"] = round(speed[row["variant"]] / speed["before"], 3)
+        print(f"{row['variant']:>10}: {row['images_per_s']:.2f} images/s at {FIGURE_SPEED_HW}, "
+              f"{row['speed_vs_before']:.3f}x before", flush=True)
+    meta = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
+            "load_avg": os.getloadavg(), "photos": f"{len(samples)} from {photos}, {FIGURE_LONG_SIDE} px long side",
+            "calibration": f"{len(calibration)} ({calib_source})", "before": PRE_ISSUE14_INT8.label,
+            "after": DEFAULT_INT8.label, "speed": f"{FIGURE_SPEED_HW}, {args.rounds} interleaved rounds",
+            "versions": {"openvino": ov.__version__}}
+    table = ["| variant | min dB | mean dB | worst photos | images/s | vs before |", "|---|---|---|---|---|---|"]
+    table += [f"| {r['variant']} | {r['min_db']:.2f} | {r['mean_db']:.2f} | {'; '.join(r['worst'])} | "
+              f"{r['images_per_s']:.2f} | {r['speed_vs_before']:.3f}x |" for r in rows]
+    args.out.mkdir(parents=True, exist_ok=True)
+    _write(args.out / "int8_figure.json", json.dumps({"meta": meta, "rows": rows}, indent=2))
+    _write(args.out / "int8_figure.md", "\n".join([f"# INT8 vs FP32 at 512 px ({meta['created']})", "",
+                                                    json.dumps(meta), "", *table]) + "\n")
+    print("\n".join(table))
+    print(f"wrote {args.out / 'int8_figure.md'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--figure", action="store_true", help="issue 14's before/after figure at 512 px (see above)")
+    parser.add_argument("--ir", action="append", default=[], metavar="NAME=XML",
+                        help="--figure: also score this INT8 IR (u8 contract), e.g. qat=training/runs/qat/model_int8.xml")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     parser.add_argument("--photos", type=Path, default=None, help="default: ../shared/photos")
     parser.add_argument("--eval-size", type=int, nargs=2, default=[256, 256], metavar=("H", "W"))
@@ -260,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     if photos is None:
         print("no photos: give --photos DIR (the study is about real photos)", file=sys.stderr)
         return 2
+    unknown = set(args.setups or []) - set(SETUPS)
+    if unknown:
+        print(f"--setups: unknown {sorted(unknown)}; choose from {', '.join(SETUPS)}", file=sys.stderr)
+        return 2
+    if args.figure:
+        return figure(args, photos)
     eval_hw = (args.eval_size[0], args.eval_size[1])
     eval_images = load_samples(photos, size_hw=eval_hw)
     calibration, calib_source = calibration_samples(photos, count=args.calib_count)

@@ -77,6 +77,17 @@ def test_ignored_scope_finds_first_and_last_conv_by_graph_order() -> None:
         ignored_scope(model, ("everything",))
 
 
+def test_ignored_scope_keeps_one_named_layer_float() -> None:
+    """A layer word ("block_e.1") names that layer's convolutions only, not block_e.10 or block_e.0's."""
+    model = torch_to_float_ov(seeded_random_generator(0))
+    scope = ignored_scope(model, ("block_e.1", "block_c.1"))
+    assert sorted(n.split("/")[0] for n in scope.names) == [
+        "__module.block_c.1.layers.0.1", "__module.block_c.1.layers.1.1", "__module.block_c.1.layers.2",
+        "__module.block_e.1.1"]
+    with pytest.raises(ValueError, match=r"block_e\.1"):
+        ignored_scope(model, ("block_f.1",))
+
+
 def test_setup_label_and_manifest_are_stable() -> None:
     setup = Int8Setup(preset="performance", ignore=("first_conv",), fast_bias_correction=False)
     assert setup.label == "performance ignore=first_conv full-bias-corr"
