@@ -204,3 +204,30 @@ def test_guided_mode_end_to_end(write_config: Callable[..., Path], tmp_path: Pat
     with Stylizer(config) as stylizer:
         out = stylizer.stylize(path)
     assert out.size == (480, 360)
+
+
+# -- the bundled style --------------------------------------------------------------------------------
+BUNDLED_TOON = REPO_ROOT / "models" / "toon"
+
+
+def test_the_bundled_style_runs_full_resolution_in_tiles(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    """``resize: full`` out of the box: the shipped toon carries its tiling pair (weights in its model.bin),
+    and a picture forced into tiles (small tile_px, small budget) comes out as the whole-picture run."""
+    from edge_anime import Stylizer
+    from edge_anime.models import load_model_info
+
+    pair = load_model_info(BUNDLED_TOON).tiling_pair()  # hash-checked
+    assert pair is not None and pair[0].bin == pair[1].bin == BUNDLED_TOON / "model.bin"
+    path = tmp_path / "photo.jpg"
+    synthetic_photo(480, 360, seed=5).save(path, quality=92)
+    outs = {}
+    for name, image in (("whole", {}), ("tiled", {"tile_px": 256, "memory_budget_mb": 400})):
+        config = write_config({"model": {"path": str(BUNDLED_TOON), "variant": "fp16"},
+                               "device": {"inference_precision": "f32"},
+                               "image": {"resize": "full", **image}}, name=f"{name}.yaml")
+        with Stylizer(config) as stylizer:
+            full = plan_full((480, 360), stylizer.config.image, requests=stylizer.engine.num_requests)
+            assert full is not None and full.tiled == (name == "tiled") and full.fallback_from is None
+            outs[name] = np.asarray(stylizer.stylize(path))
+    assert outs["tiled"].shape == outs["whole"].shape == (360, 480, 3)
+    assert psnr(outs["tiled"], outs["whole"]) >= 40.0, psnr(outs["tiled"], outs["whole"])
