@@ -101,7 +101,9 @@ def _plan_at(size: tuple[int, int], cfg: ImageSection, requests: int) -> FullPla
         return FullPlan(size=size, tile_px=0, pass1_size=size, budget_mb=whole_mb)
     cap = TILE_MAX_PX if cfg.tile_px == "auto" else min(TILE_MAX_PX, int(cfg.tile_px))
     tile = _largest_tile(size, budget * TILED_BUDGET_SHARE, requests, cap - cap % 4)
-    pass1 = fit_budget(size, int(budget - canvas_mb(size) * 0.6), multiple=4)  # pass 1: input canvas only
+    # Pass 1 beside the input canvas only, at the tiles' share of the budget: at the whole budget its peak
+    # came out 8% over it (3 MP, pass 1 1096x824: 1106 MB measured vs 1024).
+    pass1 = fit_budget(size, int(budget * TILED_BUDGET_SHARE - canvas_mb(size) * 0.6), multiple=4)
     if not tile or pass1 is None or min(pass1) < PASS1_MIN_SIDE_PX:
         return None
     pixels = size[0] * size[1]
