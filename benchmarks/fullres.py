@@ -383,7 +383,7 @@ def main() -> int:
         data["drift"] = part_drift(model, tmp)
         table += "## Pass-1 statistics drift at 1632x1224\n" + markdown_table(data["drift"], list(data["drift"][0]))
     data["machine_after"] = machine()
-    write_results("fullres", data, table)
+    write_results("fullres" if len(args.parts) > 1 else f"fullres_{args.parts[0]}", data, table)
     return 0
 
 
