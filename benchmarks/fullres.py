@@ -1,11 +1,11 @@
 """Full resolution (issue #17): seams of tiled vs whole inference, cost per megapixel and peak RSS by size,
 and the guided upscale vs Lanczos (edge alignment) and vs tiled full resolution (time).
 
-    python benchmarks/fullres.py [--model DIR] [--parts seams scale guided] [--sizes-mp 0.3 1 3 12]
+    python benchmarks/fullres.py [--model DIR] [--parts seams scale guided drift] [--sizes-mp 0.3 1 3 12 24]
 
-``--model``: a style folder with the tiling pair (default: the bundled toon converted once, with its pair,
-into benchmarks/results/models/toon_pair). Everything runs through the runtime's own ``twopass.TwoPass`` /
-``Stylizer``; each scale point runs in its own process (peak RSS is per process and never goes down).
+``--model``: a style folder with the tiling pair (default: the bundled toon, which ships it). Everything runs
+through the runtime's own ``twopass.TwoPass`` / ``Stylizer``; each scale point runs in its own process (peak
+RSS is per process and never goes down).
 
 Parts:
 - seams: a photo of ../shared/photos upscaled (Lanczos) to 2048x1536; whole-picture inference (one piece,
@@ -15,11 +15,17 @@ Parts:
   line| on the lines where tiles hand over (the centres of the overlaps) / the same over the whole picture,
   as a ratio to the whole-picture output's score on the same lines (1.0: no seam).
 - scale: seconds per megapixel and peak RSS at each size (synthetic upscales of one photo, saved as JPEG
-  q92, decoded by the runtime), ``image.memory_budget_mb`` at its default 1024.
+  q92, decoded by the runtime), ``image.memory_budget_mb`` at its default 1024. The picture's shapes (tile,
+  pass 1) are compiled before the clock starts (``compile_s``: a camera's photos share them); the table ends
+  with the spread max/min of s/MP from 1 MP up (goal <= 1.15), by wall clock and by the process's CPU time
+  (the work itself: on a shared box the wall clock moves with the neighbours' load).
 - guided: per photo of ../shared/photos, inference at max_side 1024 then back to the photo's size by
   Lanczos and by the guided filter: edge alignment (``imaging.guided.edge_alignment``) of each vs the
-  photo; time of guided vs tiled full resolution on the first ``--guided-timed`` photos; a contact sheet
-  photo | lanczos | guided | tiled full into benchmarks/results/ (untracked) for a person to look at.
+  photo. Time: ``--guided-timed`` photos upscaled (Lanczos, JPEG q92) to ``--timed-mp`` megapixels, each run
+  the guided way (``upscale_method: guided``, whole pipeline) and at tiled full resolution, interleaved; a
+  contact sheet photo | lanczos | guided | tiled full into benchmarks/results/ (untracked).
+- drift: the statistics from a downscaled pass 1: tiles with pass 1 at several sizes vs the whole-picture run
+  at 1632x1224 (PSNR), which ``imaging.fullres.PASS1_MAX_SHARE`` was chosen from.
 """
 from __future__ import annotations
 
@@ -38,16 +44,22 @@ from _common import PHOTOS_DIR, REPO, RESULTS_DIR, machine, markdown_table, run_
 sys.path.insert(0, str(REPO))
 from PIL import Image
 
-DEFAULT_MODEL = RESULTS_DIR / "models" / "toon_pair"
+DEFAULT_MODEL = REPO / "models" / "toon"
+DRIFT_SIZE = (1632, 1224)
 SEAM_SIZE = (2048, 1536)
 SHEET_SIDE = 640
 
 
 def ensure_model(folder: Path) -> Path:
-    if (folder / "manifest.yaml").is_file():
+    from edge_anime.models import load_model_info
+
+    if (folder / "manifest.yaml").is_file() and load_model_info(folder).tiling_pair() is not None:
         return folder
     from edge_anime_converters.convert import convert
 
+    folder = RESULTS_DIR / "models" / "toon_pair"
+    if (folder / "manifest.yaml").is_file():
+        return folder
     print(f"converting models/toon/toon.pt with its tiling pair into {folder} (once)", flush=True)
     return convert(REPO / "models" / "toon" / "toon.pt", name=folder.name, precision="fp16",
                    output_dir=folder.parent, style="toon", verify_limit=2)
@@ -142,23 +154,72 @@ def worker_scale(model: Path, tmp: Path, megapixels: float) -> dict[str, Any]:
         Image.fromarray(photo_at((width, height))).save(path, quality=92)
     config = config_for(model, tmp, resize="full", max_pixels=100_000_000)
     with Stylizer(config) as stylizer:
+        compile_s = warm_shapes(stylizer, (width, height))
         start_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: this picture's peak, not the start's
         base = rss_mb()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), cpu_seconds()
         result = stylizer.run(path)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
         peak = rss_mb("VmHWM")
     from edge_anime.imaging.fullres import plan_full
 
     full = plan_full((width, height), stylizer.config.image, requests=stylizer.engine.num_requests)
     assert full is not None
     return {"mp": round(width * height / 1e6, 2), "size": f"{width}x{height}", "s": round(seconds, 2),
-            "s_per_mp": round(seconds / (width * height / 1e6), 2), "tile": full.tile_px or "whole",
+            "s_per_mp": round(seconds / (width * height / 1e6), 2),
+            "cpu_s_per_mp": round(cpu / (width * height / 1e6), 2), "tile": full.tile_px or "whole",
+            "tile_hw": tile_shape(full, model), "pass1": "x".join(map(str, full.pass1_size)),
+            "compile_s": round(compile_s, 1),
             "start_peak_mb": round(start_peak), "base_rss_mb": round(base), "peak_rss_mb": round(peak),
             "peak_over_base_mb": round(peak - base),
             "budget_mb": stylizer.config.image.memory_budget_mb, "plan_mb": round(full.budget_mb),
             "out": list(result.out_size or ())}
+
+
+def warm_shapes(stylizer: Any, size: tuple[int, int]) -> float:
+    """Compile the shapes ``size`` runs at (pass 1 and the tile, or the whole picture); returns the seconds."""
+    from edge_anime.imaging.fullres import plan_full
+    from edge_anime.imaging.tiling import padded_side, plan_tiles
+    from edge_anime.twopass import TwoPass
+
+    start = time.perf_counter()
+    full = plan_full(size, stylizer.config.image, requests=stylizer.engine.num_requests)
+    assert full is not None
+    if not full.tiled:
+        stylizer.engine.compiled(padded_side(size[1]), padded_side(size[0]))
+    else:
+        runner = TwoPass(stylizer.engine)
+        first, second = runner.pair()
+        plan = plan_tiles(*size, tile=full.tile_px, margin=runner.margin_px)
+        second.compiled(plan.tile_h, plan.tile_w)
+        first.compiled(padded_side(full.pass1_size[1]), padded_side(full.pass1_size[0]))
+        runner.close()  # the pipeline's own pair compiles from OpenVINO's cache (device.cache_dir)
+    return time.perf_counter() - start
+
+
+def tile_shape(full: Any, model: Path) -> str:
+    from edge_anime.imaging.tiling import plan_tiles
+    from edge_anime.models import load_model_info
+
+    if not full.tiled:
+        return ""
+    pair = load_model_info(model).tiling_pair(verify=False)
+    assert pair is not None
+    plan = plan_tiles(*full.size, tile=full.tile_px, margin=int(pair[1].manifest["tiling"]["margin_px"]))
+    return f"{plan.count} x {plan.tile_h}x{plan.tile_w}"
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time (user + system, all threads): the work done, whatever else the box runs."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def spread(rows: list[dict[str, Any]], key: str = "s_per_mp", from_mp: float = 1.0) -> float:
+    """max / min of ``key`` over the sizes from ``from_mp`` up: 1.0 is perfectly flat."""
+    values = [r[key] for r in rows if r["mp"] >= from_mp * 0.95]
+    return round(max(values) / min(values), 3) if values else float("nan")
 
 
 def rss_mb(key: str = "VmRSS") -> float:
@@ -169,47 +230,103 @@ def rss_mb(key: str = "VmRSS") -> float:
 
 
 # -- guided ---------------------------------------------------------------------------------------------
-def part_guided(model: Path, tmp: Path, timed: int, limit: int | None, pattern: str) -> list[dict[str, Any]]:
+def part_guided(model: Path, tmp: Path, timed: int, timed_mp: float, limit: int | None,
+                pattern: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(edge rows: every photo at its own size; timed rows: photos upscaled to ``timed_mp``)."""
     from edge_anime import Stylizer
     from edge_anime.imaging.guided import edge_alignment, guided_upscale
     from edge_anime.imaging.planner import resize_image
 
     paths = sorted(PHOTOS_DIR.glob(pattern))[:limit]
-    # tiled full resolution is timed on the smallest photos: the slowest part of the run by far
-    timed_paths = set(sorted(paths, key=lambda p: Image.open(p).size[0] * Image.open(p).size[1])[:timed])
-    rows: list[dict[str, Any]] = []
-    sheet: list[np.ndarray] = []
-    low_config = config_for(model, tmp, resize="max_side", max_side=1024)
-    full_config = config_for(model, tmp, resize="full")
-    with Stylizer(low_config) as low_stylizer, Stylizer(full_config) as full_stylizer:
+    edges: list[dict[str, Any]] = []
+    with Stylizer(config_for(model, tmp, resize="max_side", max_side=1024)) as low_stylizer:
         for path in paths:
             photo = np.asarray(Image.open(path).convert("RGB"))
-            start = time.perf_counter()
             low = np.asarray(low_stylizer.stylize(path).convert("RGB"))
-            infer_s = time.perf_counter() - start
             start = time.perf_counter()
             guided = guided_upscale(low, photo)
             guided_s = time.perf_counter() - start
             lanczos = np.asarray(resize_image(Image.fromarray(low), (photo.shape[1], photo.shape[0])))
             row = {"photo": path.name, "size": f"{photo.shape[1]}x{photo.shape[0]}",
                    "edge_lanczos": round(edge_alignment(lanczos, photo), 3),
-                   "edge_guided": round(edge_alignment(guided, photo), 3),
-                   "guided_total_s": round(infer_s + guided_s, 2), "guided_filter_s": round(guided_s, 2)}
-            if path in timed_paths:
-                start = time.perf_counter()
-                tiled = np.asarray(full_stylizer.stylize(path).convert("RGB"))
-                row["full_s"] = round(time.perf_counter() - start, 2)
-                row["guided_vs_full_time"] = round(row["guided_total_s"] / row["full_s"], 3)
-                row["edge_full"] = round(edge_alignment(tiled, photo), 3)
-                sheet.append(_sheet_row(photo, lanczos, guided, tiled))
-            rows.append(row)
+                   "edge_guided": round(edge_alignment(guided, photo), 3), "guided_filter_s": round(guided_s, 2)}
+            row["guided_better"] = row["edge_guided"] > row["edge_lanczos"]
+            edges.append(row)
             print(row, flush=True)
+        rows: list[dict[str, Any]] = []
+        sheet: list[np.ndarray] = []
+        guided_cfg = config_for(model, tmp, resize="max_side", max_side=1024, upscale_to_original=True,
+                                upscale_method="guided", max_pixels=100_000_000)
+        full_cfg = config_for(model, tmp, resize="full", max_pixels=100_000_000)
+        with Stylizer(guided_cfg) as guided_stylizer, Stylizer(full_cfg) as full_stylizer:
+            for index, path in enumerate(paths[:: max(1, len(paths) // max(1, timed))][:timed]):
+                big = upscaled(path, timed_mp, tmp)
+                photo = np.asarray(Image.open(big).convert("RGB"))
+                size = (photo.shape[1], photo.shape[0])
+                if index == 0:
+                    guided_stylizer.stylize(big)  # compiles max_side's shape outside the clock
+                compile_s = warm_shapes(full_stylizer, size)
+                start = time.perf_counter()
+                guided = np.asarray(guided_stylizer.stylize(big).convert("RGB"))
+                guided_s = time.perf_counter() - start
+                start = time.perf_counter()
+                tiled = np.asarray(full_stylizer.stylize(big).convert("RGB"))
+                full_s = time.perf_counter() - start
+                low = np.asarray(low_stylizer.stylize(big).convert("RGB"))
+                lanczos = np.asarray(resize_image(Image.fromarray(low), size))
+                row = {"photo": path.name, "size": f"{size[0]}x{size[1]}", "guided_s": round(guided_s, 2),
+                       "full_s": round(full_s, 2), "guided_vs_full_time": round(guided_s / full_s, 3),
+                       "edge_lanczos": round(edge_alignment(lanczos, photo), 3),
+                       "edge_guided": round(edge_alignment(guided, photo), 3),
+                       "edge_full": round(edge_alignment(tiled, photo), 3), "compile_s": round(compile_s, 1)}
+                rows.append(row)
+                print(row, flush=True)
+                sheet.append(_sheet_row(photo, lanczos, guided, tiled))
     if sheet:
         width = max(r.shape[1] for r in sheet)
         padded = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0))) for r in sheet]
         out = RESULTS_DIR / "fullres_contact_sheet.jpg"
         Image.fromarray(np.concatenate(padded, axis=0)).save(out, quality=90)
         print(f"contact sheet: {out} (photo | lanczos | guided | tiled full)")
+    return edges, rows
+
+
+def upscaled(path: Path, megapixels: float, tmp: Path) -> Path:
+    """``path`` brought to about ``megapixels`` (Lanczos, its aspect kept), saved as JPEG q92 once."""
+    with Image.open(path) as im:
+        photo = im.convert("RGB")
+    scale = (megapixels * 1e6 / (photo.width * photo.height)) ** 0.5
+    size = (round(photo.width * scale / 4) * 4, round(photo.height * scale / 4) * 4)
+    out = tmp / f"{path.stem}_{megapixels:g}mp.jpg"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        photo.resize(size, Image.Resampling.LANCZOS).save(out, quality=92)
+    return out
+
+
+# -- drift ----------------------------------------------------------------------------------------------
+def part_drift(model: Path, tmp: Path) -> list[dict[str, Any]]:
+    from dataclasses import replace
+
+    from edge_anime import Stylizer
+    from edge_anime.imaging.fullres import plan_full
+    from edge_anime.twopass import TwoPass
+
+    rows: list[dict[str, Any]] = []
+    with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
+        runner = TwoPass(stylizer.engine)
+        rgb = photo_at(DRIFT_SIZE)
+        full = plan_full(DRIFT_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
+        assert full is not None and full.tiled
+        whole = runner.run(rgb, replace(full, tile_px=0))
+        width, height = DRIFT_SIZE
+        for side in (width, 1100, full.pass1_size[0], 768, 512, 384, 256):
+            pass1 = (side // 4 * 4, round(side * height / width / 4) * 4)
+            out = runner.run(rgb, replace(full, pass1_size=pass1))
+            rows.append({"pass1": f"{pass1[0]}x{pass1[1]}", "downscale": round(width / pass1[0], 2),
+                         "default": pass1 == full.pass1_size, "psnr_vs_whole_db": round(psnr(out, whole), 2)})
+            print(rows[-1], flush=True)
+        runner.close()
     return rows
 
 
@@ -224,10 +341,11 @@ def _sheet_row(*images: np.ndarray) -> np.ndarray:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, default=None)
-    parser.add_argument("--parts", nargs="+", default=["seams", "scale", "guided"])
-    parser.add_argument("--sizes-mp", type=float, nargs="+", default=[0.3, 1.0, 3.0, 12.0])
-    parser.add_argument("--guided-timed", type=int, default=2,
-                        help="the N smallest photos also run at full resolution (timed)")
+    parser.add_argument("--parts", nargs="+", default=["seams", "scale", "guided", "drift"])
+    parser.add_argument("--sizes-mp", type=float, nargs="+", default=[0.3, 1.0, 3.0, 12.0, 24.0])
+    parser.add_argument("--guided-timed", type=int, default=3,
+                        help="N photos (spread over the set) upscaled to --timed-mp: guided vs tiled full, timed")
+    parser.add_argument("--timed-mp", type=float, default=12.0)
     parser.add_argument("--guided-limit", type=int, default=None, help="at most this many photos")
     parser.add_argument("--guided-glob", default="*.jpg", help="which photos of ../shared/photos (scene_*.jpg: "
                         "the large ones, where the upscale matters)")
@@ -248,14 +366,24 @@ def main() -> int:
         for mp in args.sizes_mp:
             data["scale"].append(run_worker(__file__, ["--model", str(model), "--worker-mp", str(mp)]))
             print(data["scale"][-1], flush=True)
-        table += "## Scale\n" + markdown_table(data["scale"], list(data["scale"][0])) + "\n"
+        data["scale_spread_from_1mp"] = {key: spread(data["scale"], key) for key in ("s_per_mp", "cpu_s_per_mp")}
+        table += ("## Scale\n" + markdown_table(data["scale"], list(data["scale"][0]))
+                  + f"\nmax/min from 1 MP (goal <= 1.15): {data['scale_spread_from_1mp']} (CPU seconds: the "
+                  "work, steady whatever else the shared box runs)\n")
     if "guided" in args.parts:
-        data["guided"] = part_guided(model, tmp, args.guided_timed, args.guided_limit, args.guided_glob)
-        columns = sorted({k for r in data["guided"] for k in r}, key=lambda k: list(data["guided"][0]).index(k)
-                         if k in data["guided"][0] else 99)
-        table += "## Guided vs lanczos vs tiled full\n" + markdown_table(data["guided"], columns) + "\n"
+        data["guided_edges"], data["guided_timed"] = part_guided(model, tmp, args.guided_timed, args.timed_mp,
+                                                                 args.guided_limit, args.guided_glob)
+        better = sum(r["guided_better"] for r in data["guided_edges"])
+        table += ("## Guided vs lanczos: edge alignment, every photo\n"
+                  + markdown_table(data["guided_edges"], list(data["guided_edges"][0]))
+                  + f"\nguided better on {better} of {len(data['guided_edges'])} photos\n"
+                  + f"## Guided vs tiled full resolution at {args.timed_mp:g} MP\n"
+                  + markdown_table(data["guided_timed"], list(data["guided_timed"][0])) + "\n")
+    if "drift" in args.parts:
+        data["drift"] = part_drift(model, tmp)
+        table += "## Pass-1 statistics drift at 1632x1224\n" + markdown_table(data["drift"], list(data["drift"][0]))
     data["machine_after"] = machine()
-    write_results("fullres", data, table)
+    write_results("fullres" if len(args.parts) > 1 else f"fullres_{args.parts[0]}", data, table)
     return 0
 
 

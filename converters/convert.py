@@ -140,21 +140,25 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
 
 def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: Path | None, limit: int | None,
                     floor_db: float, sizes: tuple[tuple[int, int], ...]) -> None:
-    """Build and verify the tiling pair in ``work`` and list it in the manifest written there."""
+    """Build and verify the tiling pair in ``work`` (its weights in the plain IR's ``.bin``) and list it in the
+    manifest written there, with the plain IR's new ``bin_sha256``."""
     from edge_anime.models import read_manifest
 
     from .two_pass import count_norms
     from .two_pass_ir import STATS_REL_TOLERANCE, build_pair, manifest_entries, measure_margin, verify_pair
     from .verify import VerificationError
 
-    xml1, xml2, shared = build_pair(loaded.module, work, precision=precision)
+    manifest = read_manifest(work)
+    shared = work / str(manifest["ir"]["bin"])  # the pair's weights are the plain IR's (two_pass_ir)
+    xml1, xml2 = build_pair(loaded.module, work, precision=precision, plain_xml=work / str(manifest["ir"]["xml"]),
+                            plain_bin=shared)
+    manifest["ir"]["bin_sha256"] = sha256_file(shared)  # appended to; the plain IR's offsets did not move
     try:
         check1, check2, rel = verify_pair(xml1, xml2, shared, loaded.module, floor_db=floor_db,
                                           stats_tolerance=STATS_REL_TOLERANCE[precision], sizes_hw=sizes,
                                           sample_dir=sample_dir, limit=limit)
     except VerificationError as exc:
         raise ConversionError(f"{loaded.path} -> {precision} tiling pair: verification failed: {exc}") from exc
-    manifest = read_manifest(work)
     entries = manifest_entries(precision=precision, xml1=xml1, xml2=xml2, bin_path=shared, checks=(check1, check2),
                                stats_rel_err=rel, count=count_norms(loaded.module),
                                margin_px=measure_margin(loaded.module, count_norms(loaded.module)),

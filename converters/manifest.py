@@ -57,10 +57,19 @@ def build_manifest(*, name: str, style: str | None, precision: str, source: Sour
     return manifest
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """No ``&id001`` / ``*id001`` anchors where two entries share a dict (the pair's ``versions``): a person
+    reads and diffs the manifest, and each entry should say its own values."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
     """Temp then rename, like every artefact (the folder itself is renamed into place later)."""
     path = directory / MANIFEST_NAME
     tmp = directory / f".{MANIFEST_NAME}.tmp"
-    tmp.write_text(yaml.safe_dump(manifest, sort_keys=False, default_flow_style=None, width=120), encoding="utf-8")
+    tmp.write_text(yaml.dump(manifest, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=120),
+                   encoding="utf-8")
     tmp.replace(path)
     return path

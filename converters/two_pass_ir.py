@@ -2,9 +2,12 @@
 ``two_pass``). Called by ``convert`` for float conversions of a state dict; the result is two entries of the
 style's ``variants:`` with a ``role`` (docs/contracts.md section 1), never chosen as a plain variant.
 
-Why one ``.bin`` for both: the two graphs hold the same weights. Pass 2's constants are looked up by their
-bytes in pass 1's ``.bin`` and only the few that differ (shape constants) are appended, so the pair costs
-one copy of the weights, not two (the bundled style has a size budget).
+Why no ``.bin`` of their own: the two graphs hold the plain IR's weights. Every constant of pass 1 and pass 2
+is looked up by its bytes in the plain IR's ``.bin`` (``model.bin``) and only the few that are missing there
+(shape and index constants of the split GroupNorms and the tile resampling, ~2 KB on the toon style) are
+appended to it, so the pair costs ~0.3 MB of XML, not another copy of the weights (the bundled style has a
+16 MB budget). Appending leaves every offset of the plain IR as it was: its graph and its verification stay
+valid, only the manifest's ``bin_sha256`` is rewritten (``convert`` does that).
 
 Verification, like every IR's: pass 1's picture against PyTorch at the precision's floor and its statistics
 against PyTorch's; pass 2 fed PyTorch's whole-picture statistics against the plain PyTorch generator at the
@@ -34,9 +37,9 @@ STATS_REL_TOLERANCE = {"fp32": 1e-3, "fp16": 2e-2}
 _CONST_DATA = re.compile(rb'(<data\b[^>]*?\boffset=")(\d+)("\s+size=")(\d+)(")')
 
 
-def pass_files(precision: str) -> tuple[str, str, str]:
-    """(pass-1 xml, pass-2 xml, shared bin) names of the pair built at ``precision``."""
-    return (f"model_{precision}_pass1.xml", f"model_{precision}_pass2.xml", f"model_{precision}_pass.bin")
+def pass_files(precision: str) -> tuple[str, str]:
+    """(pass-1 xml, pass-2 xml) names of the pair built at ``precision`` (their weights: the plain IR's bin)."""
+    return f"model_{precision}_pass1.xml", f"model_{precision}_pass2.xml"
 
 
 def pass_names(precision: str) -> tuple[str, str]:
@@ -44,8 +47,10 @@ def pass_names(precision: str) -> tuple[str, str]:
     return f"{precision}-pass1", f"{precision}-pass2"
 
 
-def build_pair(module: Any, work: Path, *, precision: str) -> tuple[Path, Path, Path]:
-    """Convert pass 1 and pass 2 of ``module`` into ``work``; returns (pass-1 xml, pass-2 xml, shared bin)."""
+def build_pair(module: Any, work: Path, *, precision: str, plain_xml: Path, plain_bin: Path) -> tuple[Path, Path]:
+    """Convert pass 1 and pass 2 of ``module`` into ``work``, their constants pointing into ``plain_bin`` (the
+    plain IR ``plain_xml`` of the same weights and precision; missing constants are appended to it).
+    Returns (pass-1 xml, pass-2 xml)."""
     import openvino as ov
     import torch
 
@@ -66,25 +71,28 @@ def build_pair(module: Any, work: Path, *, precision: str) -> tuple[Path, Path, 
     for model in (first, second):
         model.input(0).get_tensor().set_names({INPUT_NAME})
         model.output(0).get_tensor().set_names({OUTPUT_NAME})
-    xml1_name, xml2_name, bin_name = pass_files(precision)
+    xml1_name, xml2_name = pass_files(precision)
     xml1, xml2 = work / xml1_name, work / xml2_name
     compress = precision == "fp16"
     ov.save_model(first, xml1, compress_to_fp16=compress)
     ov.save_model(second, xml2, compress_to_fp16=compress)
-    shared = work / bin_name
-    xml1.with_suffix(".bin").replace(shared)
-    share_weights(xml2, xml2.with_suffix(".bin"), shared)
-    return xml1, xml2, shared
+    share_weights(xml1, xml1.with_suffix(".bin"), plain_bin, known_from=(plain_xml,))
+    share_weights(xml2, xml2.with_suffix(".bin"), plain_bin, known_from=(plain_xml, xml1))
+    return xml1, xml2
 
 
-def share_weights(xml: Path, own_bin: Path, shared_bin: Path) -> None:
-    """Point ``xml``'s constants into ``shared_bin`` (same bytes found there, else appended) and drop
-    ``own_bin``. Offsets are rewritten in the XML text itself: nothing else of the graph changes."""
+def share_weights(xml: Path, own_bin: Path, shared_bin: Path, *, known_from: tuple[Path, ...]) -> int:
+    """Point ``xml``'s constants into ``shared_bin`` and drop ``own_bin``; returns the bytes appended.
+
+    A constant whose bytes some constant of a ``known_from`` graph (IRs whose weights are ``shared_bin``)
+    already has is pointed there; any other is appended (64-byte aligned). Offsets are rewritten in the XML
+    text itself: nothing else of the graph changes, and nothing already in ``shared_bin`` moves."""
     shared = shared_bin.read_bytes()
     known: dict[bytes, int] = {}
-    for match in _CONST_DATA.finditer(xml.with_name(xml.name.replace("_pass2", "_pass1")).read_bytes()):
-        offset, size = int(match.group(2)), int(match.group(4))
-        known.setdefault(hashlib.sha256(shared[offset:offset + size]).digest(), offset)
+    for graph in known_from:
+        for match in _CONST_DATA.finditer(graph.read_bytes()):
+            offset, size = int(match.group(2)), int(match.group(4))
+            known.setdefault(hashlib.sha256(shared[offset:offset + size]).digest(), offset)
     own = own_bin.read_bytes()
     extra = bytearray()
 
@@ -107,6 +115,7 @@ def share_weights(xml: Path, own_bin: Path, shared_bin: Path) -> None:
         with open(shared_bin, "ab") as fh:
             fh.write(bytes(extra))
     own_bin.unlink()
+    return len(extra)
 
 
 def measure_margin(module: Any, count: int) -> int:

@@ -52,9 +52,15 @@ def add_variant(target: Path, built: Path) -> Path:
         replaces_default = precision == str(style["precision"])
         names = ((str(style["ir"]["xml"]), str(style["ir"]["bin"]), SIDE_BY_SIDE_NAME) if replaces_default
                  else variant_files(precision))
+        built_bin = str(new["ir"]["bin"])
         _move_ir(built, merged, new, names)
+        variants = style.setdefault("variants", {})
+        for name in [n for n, e in variants.items() if e.get("role") and str(e["ir"]["bin"]) == names[1]]:
+            del variants[name]  # a pair on the replaced bin's weights: stale (rebuilt below, if it was)
         for name, entry in (new.get("variants") or {}).items():  # the tiling pair built with it (two_pass_ir)
             if entry.get("role"):
+                if str(entry["ir"]["bin"]) == built_bin:  # its weights are the new IR's bin, renamed above
+                    entry["ir"] = {**entry["ir"], "bin": names[1]}
                 for key in ("xml", "bin"):
                     if (built / str(entry["ir"][key])).is_file():
                         (built / str(entry["ir"][key])).replace(merged / str(entry["ir"][key]))
@@ -67,12 +73,24 @@ def add_variant(target: Path, built: Path) -> Path:
                 else:
                     style.pop(key, None)
         else:
-            style.setdefault("variants", {})[precision] = fields
+            variants[precision] = fields
+        if not variants:
+            style.pop("variants")
+        _drop_unlisted_irs(merged, style)
         write_manifest(merged, style)
         return merged
     except BaseException:
         shutil.rmtree(merged, ignore_errors=True)
         raise
+
+
+def _drop_unlisted_irs(folder: Path, style: dict[str, Any]) -> None:
+    """Remove IR files (``*.xml``, ``*.bin``) no entry of ``style`` names any more (a replaced pair's)."""
+    listed = {str(style["ir"][k]) for k in ("xml", "bin")}
+    listed |= {str(e["ir"][k]) for e in (style.get("variants") or {}).values() for k in ("xml", "bin")}
+    for item in folder.iterdir():
+        if item.suffix in (".xml", ".bin") and item.name not in listed:
+            item.unlink()
 
 
 def _move_ir(built: Path, merged: Path, new: dict[str, Any], names: tuple[str, str, str]) -> None:

@@ -172,6 +172,11 @@ class TwoPass:
                 request, _ = pending.popleft()
                 request.wait()
                 slots.release()
+            del requests
+            try:  # the encode's canvas needs that memory next (imaging.fullres counts it so); a new picture
+                compiled.release_memory()  # allocates it again, which costs little beside its tiles
+            except RuntimeError:
+                log.debug("tiles: activation memory still in use by another picture; kept")
         return blender.finish()
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,10 +17,10 @@ from conftest import REPO_ROOT, synthetic_photo
 from edge_anime.config import ImageSection, load_config
 from edge_anime.errors import ConfigError, InputError
 from edge_anime.imaging import decode, plan
-from edge_anime.imaging.fullres import plan_full
+from edge_anime.imaging.fullres import PASS1_MAX_SHARE, plan_full
 from edge_anime.imaging.guided import edge_alignment, guided_upscale
 from edge_anime.imaging.planner import resize_image
-from edge_anime.imaging.tiling import ALIGN_PX, Blender, cut_tile, padded_side, plan_tiles
+from edge_anime.imaging.tiling import ALIGN_PX, FIT_STEP_PX, Blender, cut_tile, padded_side, plan_tiles
 
 TILE_PX = 192  # > 2 x the random generator's 56 px margin + the ramp: a 320 x 240 picture gets 3 x 3 tiles
 
@@ -46,6 +47,26 @@ def test_tiles_cover_the_picture_on_the_grid_and_blend_back_exactly(width: int, 
     for row, top, left in plan_.tiles():
         blender.add(row, top, left, cut_tile(rgb, top, left, plan_.tile_h, plan_.tile_w))
     assert np.array_equal(blender.finish(), rgb)
+
+
+@pytest.mark.parametrize("length,tile", [(868, 512), (1156, 512), (4240, 448), (5656, 448), (300, 512)])
+def test_fitted_tiles_keep_the_count_and_shrink_to_what_it_needs(length: int, tile: int) -> None:
+    """Same number of tiles as the largest side would make, each no larger than that count needs."""
+    plan_ = plan_tiles(length, 64, tile=tile, margin=56)
+    overlap = 2 * 56 + 16
+    count = 1 if length <= tile else math.ceil((length - tile) / (tile - overlap)) + 1
+    assert len(plan_.lefts) == count and plan_.tile_w <= min(tile, padded_side(length))
+    assert plan_.tile_w * count - (count - 1) * overlap >= padded_side(length)  # still covered, with overlaps
+    assert plan_.tile_w * count - (count - 1) * overlap < padded_side(length) + count * FIT_STEP_PX
+
+
+@pytest.mark.parametrize("size", [(1156, 868), (2000, 1500), (4000, 3000), (5656, 4240)])
+def test_pass_1_takes_a_bounded_share_of_the_time(size: tuple[int, int]) -> None:
+    full = plan_full(size, ImageSection(resize="full", max_pixels=100_000_000), requests=2)
+    assert full is not None and full.tiled
+    share = full.pass1_size[0] * full.pass1_size[1] / (size[0] * size[1])
+    assert share <= PASS1_MAX_SHARE * 1.02
+    assert abs(full.pass1_size[0] / full.pass1_size[1] - size[0] / size[1]) < 0.02
 
 
 def test_a_tile_weighs_nothing_within_the_margin_of_an_inner_border() -> None:
@@ -133,7 +154,8 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
         try:
             again = runner.run(np.asarray(photo), full)
             naive = runner.run(np.asarray(photo), full, stats="own")
-            assert runner.pair()[1].cached_shapes() == [(TILE_PX, TILE_PX)], "one static tile shape"
+            tiles = plan_tiles(320, 240, tile=TILE_PX, margin=runner.margin_px)
+            assert runner.pair()[1].cached_shapes() == [(tiles.tile_h, tiles.tile_w)], "one static tile shape"
         finally:
             runner.close()
     assert whole.shape == tiled.shape == (240, 320, 3)
@@ -204,3 +226,30 @@ def test_guided_mode_end_to_end(write_config: Callable[..., Path], tmp_path: Pat
     with Stylizer(config) as stylizer:
         out = stylizer.stylize(path)
     assert out.size == (480, 360)
+
+
+# -- the bundled style --------------------------------------------------------------------------------
+BUNDLED_TOON = REPO_ROOT / "models" / "toon"
+
+
+def test_the_bundled_style_runs_full_resolution_in_tiles(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    """``resize: full`` out of the box: the shipped toon carries its tiling pair (weights in its model.bin),
+    and a picture forced into tiles (small tile_px, small budget) comes out as the whole-picture run."""
+    from edge_anime import Stylizer
+    from edge_anime.models import load_model_info
+
+    pair = load_model_info(BUNDLED_TOON).tiling_pair()  # hash-checked
+    assert pair is not None and pair[0].bin == pair[1].bin == BUNDLED_TOON / "model.bin"
+    path = tmp_path / "photo.jpg"
+    synthetic_photo(480, 360, seed=5).save(path, quality=92)
+    outs = {}
+    for name, image in (("whole", {}), ("tiled", {"tile_px": 256, "memory_budget_mb": 400})):
+        config = write_config({"model": {"path": str(BUNDLED_TOON), "variant": "fp16"},
+                               "device": {"inference_precision": "f32"},
+                               "image": {"resize": "full", **image}}, name=f"{name}.yaml")
+        with Stylizer(config) as stylizer:
+            full = plan_full((480, 360), stylizer.config.image, requests=stylizer.engine.num_requests)
+            assert full is not None and full.tiled == (name == "tiled") and full.fallback_from is None
+            outs[name] = np.asarray(stylizer.stylize(path))
+    assert outs["tiled"].shape == outs["whole"].shape == (360, 480, 3)
+    assert psnr(outs["tiled"], outs["whole"]) >= 40.0, psnr(outs["tiled"], outs["whole"])

@@ -1,6 +1,7 @@
 """The converter side of tiled full resolution: the pass-1 / pass-2 IR pair (issue #17)."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -46,14 +47,45 @@ def test_pair_is_built_verified_and_listed_apart_from_the_variants(two_pass_ir: 
         assert check["psnr_db"]["min"] >= 45.0 == check["floor_db"]
         assert entry["tiling"]["margin_px"] > 0 and entry["tiling"]["margin_px"] % 8 == 0
         assert "quality" not in entry  # never auto-chosen as a plain variant, by old readers either
-    assert len({e["ir"]["bin"] for e in entries.values()}) == 1, "the pair shares one copy of the weights"
+    assert {e["ir"]["bin"] for e in entries.values()} == {manifest["ir"]["bin"]}, "the plain IR's weights"
     style = load_model_info(two_pass_ir)
     assert style.variant_names() == ["fp32"]
     pair = style.tiling_pair()
     assert pair is not None
     assert [p.manifest["role"] for p in pair] == list(TILING_ROLES)
-    shared = pair[0].bin.stat().st_size
-    assert shared < 1.1 * style.bin.stat().st_size
+    assert pair[0].bin == pair[1].bin == style.bin
+
+
+def test_the_pair_appends_only_a_few_constants_and_the_plain_ir_is_unchanged(two_pass_ir: Path,
+                                                                              random_ir: Path) -> None:
+    """Same checkpoint converted with and without the pair: the plain graph is byte-identical, its weights are
+    a prefix of the shared .bin (no offset moved, so its verification holds), and the pair added a few KB."""
+    with_pair, without = load_model_info(two_pass_ir), load_model_info(random_ir)  # both hash-checked
+    assert _graph(with_pair.xml) == _graph(without.xml)
+    shared, plain = with_pair.bin.read_bytes(), without.bin.read_bytes()
+    assert shared[:len(plain)] == plain
+    assert 0 < len(shared) - len(plain) < 64 * 1024
+
+
+def _graph(xml: Path) -> bytes:
+    """The IR's text without node names (OpenVINO numbers them per process)."""
+    return re.sub(rb' name="[^"]*"', b"", xml.read_bytes())
+
+
+def test_a_float_variant_with_its_pair_points_the_pair_at_its_own_bin(two_pass_ir: Path, seeded_checkpoint: Path,
+                                                                        tmp_path: Path) -> None:
+    """fp16 added to the fp32 style: its bin is renamed to model_fp16.bin, and its pair follows it."""
+    from edge_anime_converters.convert import convert
+
+    shutil.copytree(two_pass_ir, tmp_path / two_pass_ir.name)
+    style = load_model_info(convert(seeded_checkpoint, name=two_pass_ir.name, precision="fp16",
+                                    output_dir=tmp_path, verify_limit=1, verify_sizes_hw=((64, 64),)))
+    assert style.variant_names() == ["fp32", "fp16"]
+    fp16 = style.with_variant("fp16")
+    pair = fp16.tiling_pair()
+    assert pair is not None and pair[0].bin == pair[1].bin == fp16.bin == style.directory / "model_fp16.bin"
+    assert style.tiling_pair() is not None and style.tiling_pair()[0].bin == style.bin  # type: ignore[index]
+    assert sorted(p.name for p in style.directory.glob("*.bin")) == ["model.bin", "model_fp16.bin"]
 
 
 def test_pair_ir_io_names_and_shapes(two_pass_ir: Path) -> None:

@@ -200,6 +200,28 @@ def test_the_python_api_example_runs_from_the_wheel(installed: Installed, empty:
     assert proc.stdout.strip() == "('toon',)" and (empty / "out_toon.png").is_file()
 
 
+def test_full_resolution_tiles_with_the_bundled_pair_without_torch(installed: Installed, empty: Path) -> None:
+    """``image.resize: full`` on the bundled style, forced into tiles: the wheel carries the tiling pair (its
+    XMLs; its weights are model.bin's) and runs it with only the runtime installed."""
+    bundled = installed.site_packages / "edge_anime" / "_bundled" / "models" / "toon"
+    assert (bundled / "model_fp16_pass1.xml").is_file() and (bundled / "model_fp16_pass2.xml").is_file()
+    synthetic_photo(480, 360).save(empty / "a.jpg")
+    (empty / "full.yaml").write_text(yaml.safe_dump({"image": {"resize": "full", "tile_px": 256,
+                                                               "memory_budget_mb": 400}}), encoding="utf-8")
+    code = ("import importlib.util\n"
+            "from edge_anime import Stylizer\n"
+            "from edge_anime.imaging.fullres import plan_full\n"
+            "with Stylizer('full.yaml') as s:\n"
+            "    full = plan_full((480, 360), s.config.image, requests=s.engine.num_requests)\n"
+            "    out = s.stylize('a.jpg')\n"
+            "    pair = s.engine.model_info.tiling_pair()\n"
+            "print(full.tiled, out.size, pair[1].xml.name, importlib.util.find_spec('torch') is None)\n")
+    proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=empty, env=installed.env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "(480,", "360)", "model_fp16_pass2.xml", "True"], proc.stdout
+
+
 def test_a_damaged_bundled_style_is_a_clear_error(installed: Installed, empty: Path) -> None:
     """Last in this module on purpose (pytest runs a module in file order): it removes the installed model.bin."""
     model_bin = installed.site_packages / "edge_anime" / "_bundled" / "models" / "toon" / "model.bin"

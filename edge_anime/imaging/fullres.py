@@ -2,7 +2,8 @@
 
 Memory of one full-resolution picture, all of it counted against the budget (per picture, as elsewhere):
 - the canvases, ``CANVAS_BYTES_PER_PIXEL`` per output pixel: the decoded RGB (3), the stylized RGB (3) and
-  Pillow's RGBX copy when it encodes (4);
+  Pillow's RGBX copy when it encodes (4); the last only after the tiles, whose activation memory
+  ``twopass`` releases first, so the tile phase counts 6 bytes per pixel and the encode phase 10;
 - the blend accumulator, one tile row high (``tiling.Blender``): 16 bytes per pixel of that strip;
 - the activations of the tiles in flight: ``requests`` x ``estimate_inference_mb(tile, tile)``.
 Pass 1 (the downscaled copy whose GroupNorm statistics every tile uses) runs before the tiles and gives its
@@ -24,11 +25,20 @@ from ..config import ImageSection
 from .geometry import MIB, estimate_inference_mb, fit_budget
 
 CANVAS_BYTES_PER_PIXEL = 10
+# While tiles run only the decoded RGB and the stylized RGB exist (Pillow's copy comes at the encode, after
+# the tiles' activation memory was released): at 24 MP that is 96 MB more for tiles, 416 -> 448 px.
+TILE_PHASE_CANVAS_BYTES = 6
 ACCUMULATOR_BYTES_PER_PIXEL = 16
 TILE_MAX_PX = 1024   # past this, tiles buy little (the margin share is already small) and cost memory
 TILE_MIN_PX = 256    # below this the margins (2 x ~56 px on the toon style) eat most of each tile
 TILE_STEP_PX = 32
 PASS1_MIN_SIDE_PX = 64
+# Pass 1 costs inference time like the tiles do: at most this share of the picture's pixels (a 1/sqrt(3)
+# downscale), else a 1 MP photo ran a 0.9 MP pass 1 beside 1.4 MP of tiles and cost 1.3x per pixel what 12 MP
+# did. Measured drift (tiled vs whole picture, 1632x1224, toon; benchmarks/fullres.py drift): pass 1 at
+# 1/1.5 of the side 44.6 dB, 1/2.1 39.6 dB, 1/3.2 37.9 dB, 1/6.4 37.7 dB; exact statistics 51.3 dB.
+PASS1_MAX_SHARE = 1 / 3
+PASS1_ALWAYS_PIXELS = 250_000  # up to this many pixels pass 1 may take the picture whole (its cost is small)
 # Pass 2's activations over the plain IR's per-pixel figure (``estimate_inference_mb``): its decoder upsamples
 # with gathers at the whole picture's grid, which hold two more tensors per level. Measured: 800x600 in
 # 256 px tiles, 2 streams, toon fp16 at f32, 297 MB peak over the started service vs 257 MB estimated.
@@ -64,10 +74,12 @@ def padded(size: tuple[int, int]) -> tuple[int, int]:
 
 
 def tiled_mb(size: tuple[int, int], tile: int, requests: int) -> float:
-    """Estimated peak of a tiled run of ``size`` with ``tile`` x ``tile`` tiles, ``requests`` at once."""
+    """Estimated peak of a tiled run of ``size`` with ``tile`` x ``tile`` tiles, ``requests`` at once: the
+    larger of the tile phase (input and output canvases, the strip, the tiles' activations) and the encode
+    phase (all the canvases; ``twopass`` gives the tiles' activation memory back before it)."""
     strip = ACCUMULATOR_BYTES_PER_PIXEL * min(tile, size[1]) * padded(size)[0] / MIB
     tiles = requests * PASS2_ACTIVATION_FACTOR * estimate_inference_mb(min(tile, size[0]), min(tile, size[1]))
-    return canvas_mb(size) + strip + tiles
+    return max(TILE_PHASE_CANVAS_BYTES * size[0] * size[1] / MIB + strip + tiles, canvas_mb(size))
 
 
 def _largest_tile(size: tuple[int, int], budget_mb: float, requests: int, cap: int) -> int:
@@ -89,11 +101,19 @@ def _plan_at(size: tuple[int, int], cfg: ImageSection, requests: int) -> FullPla
         return FullPlan(size=size, tile_px=0, pass1_size=size, budget_mb=whole_mb)
     cap = TILE_MAX_PX if cfg.tile_px == "auto" else min(TILE_MAX_PX, int(cfg.tile_px))
     tile = _largest_tile(size, budget * TILED_BUDGET_SHARE, requests, cap - cap % 4)
-    pass1 = fit_budget(size, int(budget - canvas_mb(size) * 0.6), multiple=4)  # pass 1: input canvas only
+    # Pass 1 beside the input canvas only, at the tiles' share of the budget: at the whole budget its peak
+    # came out 8% over it (3 MP, pass 1 1096x824: 1106 MB measured vs 1024).
+    pass1 = fit_budget(size, int(budget * TILED_BUDGET_SHARE - canvas_mb(size) * 0.6), multiple=4)
     if not tile or pass1 is None or min(pass1) < PASS1_MIN_SIDE_PX:
         return None
-    pass1 = (min(pass1[0], size[0]), min(pass1[1], size[1]))
+    pixels = size[0] * size[1]
+    share = math.sqrt(min(1.0, max(PASS1_MAX_SHARE, PASS1_ALWAYS_PIXELS / pixels)))
+    pass1 = (min(pass1[0], size[0], _round4(size[0] * share)), min(pass1[1], size[1], _round4(size[1] * share)))
     return FullPlan(size=size, tile_px=tile, pass1_size=pass1, budget_mb=tiled_mb(size, tile, requests))
+
+
+def _round4(value: float) -> int:
+    return max(4, round(value / 4) * 4)
 
 
 def plan_full(size: tuple[int, int], cfg: ImageSection, *, requests: int = 1) -> FullPlan | None:

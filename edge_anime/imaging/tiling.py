@@ -10,7 +10,8 @@ leftover difference (statistics from a downscaled copy, the decoder's bilinear g
 stepping at a line.
 
 Tile corners sit on multiples of ``ALIGN_PX`` so the stride-2 convolutions of every tile sample the same
-phase as the whole picture's. Tiles are all one static shape (one compile). The blend keeps a float
+phase as the whole picture's. Tiles of one picture are all one static shape (one compile; a camera's
+photos share it). The blend keeps a float
 accumulator one tile row high (``Blender``): the full-size float canvas Real-ESRGAN keeps would be 16 bytes
 per pixel, 190 MB for a 12 MP photo.
 """
@@ -24,6 +25,7 @@ import numpy as np
 
 ALIGN_PX = 4  # two stride-2 stages: a tile corner on a multiple of 4 keeps every level's sampling phase
 DEFAULT_RAMP_PX = 16
+FIT_STEP_PX = 8  # fitted tile sides are multiples of this (fewer distinct shapes to compile); of ALIGN_PX too
 
 
 @dataclass(frozen=True)
@@ -72,15 +74,31 @@ def _positions(length: int, tile: int, overlap: int) -> tuple[int, ...]:
     return tuple(starts)
 
 
+def fitted_side(length: int, tile: int, overlap: int) -> int:
+    """The smallest tile side (a multiple of FIT_STEP_PX, at most ``tile``) that covers ``length`` with as
+    few tiles as ``tile`` itself needs.
+
+    Why: the count along an axis is rounded up, so tiles of the largest side the budget allows overlap far
+    more than the margins need (1156 px in 512 px tiles: 3 columns that 472 px tiles also make). Every pixel
+    of a tile costs inference time; shrinking the tile to what its count needs cuts the tiled pixels by 3-11%
+    (1 to 24 MP). FIT_STEP_PX keeps the number of distinct tile shapes (compiles) small."""
+    if length <= tile:
+        return length
+    count = math.ceil((length - tile) / (tile - overlap)) + 1
+    needed = -(-(length + (count - 1) * overlap) // count)
+    return min(tile, -(-needed // FIT_STEP_PX) * FIT_STEP_PX)
+
+
 def plan_tiles(width: int, height: int, *, tile: int, margin: int, ramp: int = DEFAULT_RAMP_PX) -> TilePlan:
-    """Square tiles of side ``tile`` (each side cut to the padded picture's when that is smaller) over a
-    ``width`` x ``height`` picture. ``tile`` must leave room for both margins and a ramp."""
+    """Tiles of at most ``tile`` x ``tile`` over a ``width`` x ``height`` picture: each side cut to the padded
+    picture's when that is smaller, else to what its tile count needs (``fitted_side``). ``tile`` must leave
+    room for both margins and a ramp."""
     overlap = 2 * margin + ramp
     if tile % ALIGN_PX or tile <= overlap + ALIGN_PX:
         raise ValueError(f"tile {tile} px: expected a multiple of {ALIGN_PX} above 2 x margin ({margin}) + "
                          f"ramp ({ramp}) + {ALIGN_PX}")
     padded_h, padded_w = padded_side(height), padded_side(width)
-    tile_h, tile_w = min(tile, padded_h), min(tile, padded_w)
+    tile_h, tile_w = fitted_side(padded_h, tile, overlap), fitted_side(padded_w, tile, overlap)
     return TilePlan(height=height, width=width, tile_h=tile_h, tile_w=tile_w, margin=margin, ramp=ramp,
                     tops=_positions(padded_h, tile_h, overlap), lefts=_positions(padded_w, tile_w, overlap))
 
