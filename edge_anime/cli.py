@@ -64,7 +64,8 @@ class _Version(argparse.Action):
                  option_string: str | None = None) -> None:
         from . import __version__
 
-        parser.exit(message=f"edge-anime {__version__}\n")
+        print(f"edge-anime {__version__}")  # stdout, as argparse's own version action prints it
+        parser.exit()
 
 
 def command_of(argv: Sequence[str]) -> str | None:

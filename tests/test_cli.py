@@ -29,6 +29,13 @@ def test_help_lists_the_commands() -> None:
         assert command in proc.stdout
 
 
+def test_version_is_printed_on_stdout() -> None:
+    """``--version`` reads the metadata only when asked (cli._Version), and prints where argparse's does."""
+    for flag in ("--version", "-V"):
+        proc = _run(flag)
+        assert (proc.returncode, proc.stdout.startswith("edge-anime "), proc.stderr) == (0, True, "")
+
+
 def test_console_script_is_installed() -> None:
     script = shutil.which("edge-anime", path=str(Path(sys.executable).parent))
     if script is None:
