@@ -325,6 +325,12 @@ class Engine:
         pass the bound by at most the shapes in flight (``engine.num_requests`` of them)."""
         return sum(IDLE_SHAPE_MB if (h, w) in self._released else self.shape_mb(h, w) for h, w in self._cache)
 
+    def memory_mb(self) -> float:
+        """``cache_mb`` read under the cache's lock: for callers on other threads (the Stylizer's bound over
+        every style), while this engine's own threads may be compiling or evicting a shape."""
+        with self._lock:
+            return self.cache_mb()
+
     def released_shapes(self) -> list[tuple[int, int]]:
         """(H, W) of the cached shapes whose activation memory is given back (they allocate on next use)."""
         with self._lock:

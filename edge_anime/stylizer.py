@@ -339,7 +339,7 @@ class Stylizer:
         fill the bound would hold twice it. Idle styles, least recently used first, give their activations
         back (no close: closing here would thrash two busy styles through compiles, and a close on a job's
         thread can outlive the interpreter); a style with work in flight keeps its memory until it is idle."""
-        over = sum(e.engine.cache_mb() for e in self._compiled.values()) - self.config.device.shape_cache_mb
+        over = sum(e.engine.memory_mb() for e in self._compiled.values()) - self.config.device.shape_cache_mb
         for entry in self._compiled.values():
             if over <= 0:
                 return
@@ -352,7 +352,7 @@ class Stylizer:
         the lock). A style in use stays; the newest always stays."""
         evicted = []
         for name in list(self._compiled)[:-1]:
-            if sum(e.engine.cache_mb() for e in self._compiled.values()) <= self.config.device.shape_cache_mb:
+            if sum(e.engine.memory_mb() for e in self._compiled.values()) <= self.config.device.shape_cache_mb:
                 break
             if self._compiled[name].users == 0:
                 evicted.append(self._compiled.pop(name))
