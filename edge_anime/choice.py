@@ -34,7 +34,7 @@ import openvino as ov
 from .config import Config, DeviceSection, ImageSection
 from .engine import Engine, ensure_cache_dir
 from .fsutil import write_atomic
-from .host import cpu_identity, usable_cores
+from .host import box_key
 from .models import ModelInfo, resolve_model
 from .probe import DEFAULT_SECONDS as PROBE_SECONDS
 from .probe import Candidate, Timing, measure_candidates, native_precisions
@@ -138,12 +138,10 @@ def eligible_variants(style: ModelInfo, names: list[str]) -> dict[str, str | Non
 
 def decision_key(config: Config, style: ModelInfo, shape_hw: tuple[int, int]) -> dict[str, Any]:
     """Everything that, changed, can change the fastest candidate."""
-    cpu_model, flags = cpu_identity()
     digests = sorted(f"{s.name}:{_digest_of(style, s.name)}" for s in style.variants())
     device = config.device
     return {
-        "cpu": cpu_model, "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest(),
-        "cores": usable_cores(), "openvino": ov.get_version(), "style": style.name,
+        **box_key(), "openvino": ov.get_version(), "style": style.name,
         "model_sha256": hashlib.sha256("\n".join(digests).encode()).hexdigest(),
         "shape": [shape_hw[1], shape_hw[0]],
         "device": {k: _plain(getattr(device, k)) for k in KEY_DEVICE_FIELDS},

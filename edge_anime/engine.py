@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import threading
@@ -26,7 +25,7 @@ import openvino as ov
 from . import readback
 from .config import DeviceSection
 from .errors import ConfigError, ModelError
-from .host import cpu_identity, huge_pages_on, usable_cores
+from .host import box_key, huge_pages_on
 from .models import ModelInfo
 
 log = logging.getLogger(__name__)
@@ -214,9 +213,7 @@ class Engine:
         ir = self.model_info.manifest.get("ir") or {}
         if not ir.get("xml_sha256") or not ir.get("bin_sha256"):
             return None
-        cpu_model, flags = cpu_identity()
-        return {"cpu": cpu_model, "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest(),
-                "cores": usable_cores(), "huge_pages": huge_pages_on(), "openvino": ov.get_version(),
+        return {**box_key(), "huge_pages": huge_pages_on(), "openvino": ov.get_version(),
                 "model": [str(ir["xml_sha256"]), str(ir["bin_sha256"])],
                 "properties": {k: _plain(v) for k, v in sorted(self.properties.items())}, "probe_side": side}
 
@@ -270,12 +267,7 @@ class Engine:
             if self.cache_mb() <= self.device.shape_cache_mb:
                 break
             if key != keep and key not in self._released:
-                try:
-                    self._cache[key].release_memory()
-                except RuntimeError:  # the plugin refuses while an inference of that shape runs: keep it live
-                    continue
-                self._released.add(key)
-                log.debug("shape cache: released the activation memory of %dx%d", key[1], key[0])
+                self._release(key)
         while len(self._cache) > self.device.shape_cache_size or (
                 len(self._cache) > 1 and self.cache_mb() > self.device.shape_cache_mb):
             evicted, old = self._cache.popitem(last=False)
@@ -294,15 +286,20 @@ class Engine:
             for key in list(self._cache):
                 if freed >= over_mb:
                     break
-                if key in self._released:
-                    continue
-                try:
-                    self._cache[key].release_memory()
-                except RuntimeError:
-                    continue
-                self._released.add(key)
-                freed += self.shape_mb(*key) - IDLE_SHAPE_MB
+                if key not in self._released and self._release(key):
+                    freed += self.shape_mb(*key) - IDLE_SHAPE_MB
         return freed
+
+    def _release(self, key: tuple[int, int]) -> bool:
+        """Give one cached shape's activation memory back (under ``self._lock``); False when the plugin
+        refuses because an inference of that shape runs: it stays live."""
+        try:
+            self._cache[key].release_memory()
+        except RuntimeError:
+            return False
+        self._released.add(key)
+        log.debug("shape cache: released the activation memory of %dx%d", key[1], key[0])
+        return True
 
     def shape_mb(self, height: int, width: int) -> float:
         """Estimated RSS of one live static shape: its compiled graph (``IDLE_SHAPE_MB``) plus each stream's

@@ -1,12 +1,14 @@
 """Facts about the box this process runs on, that sizing decisions (threads, the bench's CPU share) need."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def usable_cores() -> int:
@@ -103,3 +105,11 @@ def cpu_identity() -> tuple[str, str]:
         if model and flags:
             break
     return model, flags
+
+
+def box_key() -> dict[str, Any]:
+    """The box in a cache key (the measured variant choice, the plugin's read-back properties): CPU model, a
+    digest of its flags, and the cores this process may use; a change of any re-measures."""
+    cpu_model, flags = cpu_identity()
+    return {"cpu": cpu_model, "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest(),
+            "cores": usable_cores()}
