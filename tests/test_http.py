@@ -312,7 +312,12 @@ def test_run_serves_http_beside_the_watch_folder_on_one_engine(write_config: Cal
             time.sleep(0.05)
         assert done.exists() and len(list((tmp_path / "watch" / "outbox").iterdir())) == 1
         assert log.read_text().count("engine: randgen (fp32) on CPU") == 1  # compiled once, shared
-        metrics = server.request("/metrics")[2].decode()  # one registry: the watch folder's and HTTP's
+        # One registry: the watch folder's and HTTP's. The counter moves just after the original reaches
+        # done/ (the commit's last step), so it is polled for with the deadline.
+        metrics = server.request("/metrics")[2].decode()
+        while time.monotonic() < end and 'edge_anime_processed_total{style="randgen"} 1.0' not in metrics:
+            time.sleep(0.05)
+            metrics = server.request("/metrics")[2].decode()
         assert 'edge_anime_processed_total{style="randgen"} 1.0' in metrics
         assert "edge_anime_http_requests_total" in metrics
         proc.send_signal(signal.SIGTERM)
