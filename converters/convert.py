@@ -144,8 +144,16 @@ def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: P
     manifest written there, with the plain IR's new ``bin_sha256``."""
     from edge_anime.models import read_manifest
 
+    from .samples import load_samples
     from .two_pass import count_norms
-    from .two_pass_ir import STATS_REL_TOLERANCE, build_pair, manifest_entries, measure_margin, verify_pair
+    from .two_pass_ir import (
+        STATS_REL_TOLERANCE,
+        build_pair,
+        manifest_entries,
+        measure_blend_margin,
+        measure_margin,
+        verify_pair,
+    )
     from .verify import VerificationError
 
     manifest = read_manifest(work)
@@ -159,9 +167,11 @@ def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: P
                                           sample_dir=sample_dir, limit=limit)
     except VerificationError as exc:
         raise ConversionError(f"{loaded.path} -> {precision} tiling pair: verification failed: {exc}") from exc
+    reach = measure_margin(loaded.module, count_norms(loaded.module))
+    samples = [sample.rgb for sample in load_samples(sample_dir, size_hw=sizes[0], limit=limit)]
     entries = manifest_entries(precision=precision, xml1=xml1, xml2=xml2, bin_path=shared, checks=(check1, check2),
                                stats_rel_err=rel, count=count_norms(loaded.module),
-                               margin_px=measure_margin(loaded.module, count_norms(loaded.module)),
+                               margin_px=measure_blend_margin(loaded.module, samples, reach=reach), reach_px=reach,
                                versions=manifest["versions"], created=manifest["created"])
     manifest.setdefault("variants", {}).update(entries)
     write_manifest(work, manifest)

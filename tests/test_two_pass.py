@@ -45,7 +45,8 @@ def test_pair_is_built_verified_and_listed_apart_from_the_variants(two_pass_ir: 
     for entry in entries.values():
         check = entry["verification"]
         assert check["psnr_db"]["min"] >= 45.0 == check["floor_db"]
-        assert entry["tiling"]["margin_px"] > 0 and entry["tiling"]["margin_px"] % 8 == 0
+        tiling = entry["tiling"]
+        assert 0 < tiling["margin_px"] <= tiling["reach_px"] and tiling["margin_px"] % 8 == tiling["reach_px"] % 8 == 0
         assert "quality" not in entry  # never auto-chosen as a plain variant, by old readers either
     assert {e["ir"]["bin"] for e in entries.values()} == {manifest["ir"]["bin"]}, "the plain IR's weights"
     style = load_model_info(two_pass_ir)
@@ -147,3 +148,29 @@ def test_margin_is_the_receptive_field(seeded_checkpoint: Path) -> None:
     # Three 7x7 / 3x3 stages at full size, two at 1/2, nine 3x3 at 1/4: tens of pixels, not hundreds.
     assert 24 <= margin <= 96 and margin % MARGIN_ROUND_PX == 0
     assert np.isfinite(margin)
+
+
+def test_the_blend_margin_is_where_a_tiles_border_stops_mattering(seeded_checkpoint: Path) -> None:
+    """Past the blend margin a reflected tile border moves no output pixel by the tolerance, on a picture of
+    another size than the converter measured on; inside it the border does move pixels."""
+    torch = pytest.importorskip("torch")
+    from edge_anime_converters.samples import synthetic_images, to_nchw_float
+    from edge_anime_converters.sources import generator_from_state_dict
+    from edge_anime_converters.two_pass import StatsIn, count_norms, torch_stats
+    from edge_anime_converters.two_pass_ir import BLEND_TOLERANCE_LEVELS, measure_blend_margin, measure_margin
+
+    plain = generator_from_state_dict(torch.load(seeded_checkpoint, weights_only=True), path=seeded_checkpoint,
+                                      upsample_align=True)
+    reach = measure_margin(plain, count_norms(plain))
+    image = synthetic_images(size_hw=(96, 2 * reach + 64))[1].rgb
+    margin = measure_blend_margin(plain, [image], reach=reach)
+    assert 0 < margin <= reach and margin % 8 == 0
+    cut = image.shape[1] // 2
+    tile = np.pad(image[:, :cut], ((0, 0), (0, image.shape[1] - cut), (0, 0)), mode="reflect")
+    stats = torch.from_numpy(torch_stats(plain, to_nchw_float(image)))
+    origin = torch.tensor([[float(image.shape[0]), float(image.shape[1]), 0.0, 0.0]])
+    with torch.no_grad():
+        whole, tiled = (StatsIn(plain)(torch.from_numpy(to_nchw_float(x)), stats, origin).numpy() for x in (image, tile))
+    levels = np.abs(whole - tiled)[0].max(axis=(0, 1)) * 127.5  # per column
+    assert float(levels[:cut - margin].max()) < BLEND_TOLERANCE_LEVELS
+    assert float(levels[cut - margin - 8:cut].max()) > BLEND_TOLERANCE_LEVELS / 4, "something moves near the border"
