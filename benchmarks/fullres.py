@@ -330,6 +330,39 @@ def part_drift(model: Path, tmp: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, Any]]:
+    """Tiles vs the whole picture at DRIFT_SIZE with blend margins below the exact reach: with the exact
+    statistics (isolates the margin) and with the default pass 1, plus the tiles' cost in inferred pixels."""
+    from dataclasses import replace
+
+    from edge_anime import Stylizer
+    from edge_anime.imaging.fullres import plan_full
+    from edge_anime.imaging.tiling import plan_tiles
+    from edge_anime.twopass import TwoPass
+
+    rows: list[dict[str, Any]] = []
+    with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
+        runner = TwoPass(stylizer.engine)
+        rgb = photo_at(DRIFT_SIZE)
+        full = plan_full(DRIFT_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
+        assert full is not None and full.tiled
+        whole = runner.run(rgb, replace(full, tile_px=0))
+        exact_reach = runner.pair()[1].model_info.manifest["tiling"].get("reach_px", runner.margin_px)
+        for margin in margins:
+            runner.margin_px = margin
+            plan = plan_tiles(*DRIFT_SIZE, tile=full.tile_px, margin=margin)
+            exact = runner.run(rgb, replace(full, pass1_size=full.size))
+            default = runner.run(rgb, full)
+            lines = seam_lines(plan)
+            rows.append({"margin": margin, "exact_reach": exact_reach,
+                         "tiled_px_share": round(plan.count * plan.tile_h * plan.tile_w / (DRIFT_SIZE[0] * DRIFT_SIZE[1]), 3),
+                         "exact_stats_db": round(psnr(exact, whole), 2), "pass1_stats_db": round(psnr(default, whole), 2),
+                         "seam_vs_whole": round(seam_score(default, *lines) / seam_score(whole, *lines), 3)})
+            print(rows[-1], flush=True)
+        runner.close()
+    return rows
+
+
 def _sheet_row(*images: np.ndarray) -> np.ndarray:
     """A centre crop of each at full resolution (where softness shows), side by side."""
     h, w = images[0].shape[:2]
@@ -349,9 +382,12 @@ def main() -> int:
     parser.add_argument("--guided-limit", type=int, default=None, help="at most this many photos")
     parser.add_argument("--guided-glob", default="*.jpg", help="which photos of ../shared/photos (scene_*.jpg: "
                         "the large ones, where the upscale matters)")
+    parser.add_argument("--margins", type=int, nargs="+", default=[56, 48, 40, 32, 24, 16],
+                        help="blend margins tried by --parts margin")
     parser.add_argument("--worker-mp", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     tmp = RESULTS_DIR / "fullres_tmp"
+    tmp.mkdir(parents=True, exist_ok=True)  # a fresh checkout has no results folder yet
     model = ensure_model(args.model or DEFAULT_MODEL)
     if args.worker_mp is not None:
         print(json.dumps(worker_scale(model, tmp, args.worker_mp)))
@@ -379,6 +415,9 @@ def main() -> int:
                   + f"\nguided better on {better} of {len(data['guided_edges'])} photos\n"
                   + f"## Guided vs tiled full resolution at {args.timed_mp:g} MP\n"
                   + markdown_table(data["guided_timed"], list(data["guided_timed"][0])) + "\n")
+    if "margin" in args.parts:
+        data["margin"] = part_margin(model, tmp, args.margins)
+        table += "## Blend margin at 1632x1224\n" + markdown_table(data["margin"], list(data["margin"][0])) + "\n"
     if "drift" in args.parts:
         data["drift"] = part_drift(model, tmp)
         table += "## Pass-1 statistics drift at 1632x1224\n" + markdown_table(data["drift"], list(data["drift"][0]))
