@@ -17,7 +17,7 @@ from conftest import REPO_ROOT, synthetic_photo
 from edge_anime.config import ImageSection, load_config
 from edge_anime.errors import ConfigError, InputError
 from edge_anime.imaging import decode, plan
-from edge_anime.imaging.fullres import PASS1_MAX_SHARE, plan_full
+from edge_anime.imaging.fullres import PASS1_MAX_PIXELS, PASS1_MAX_SHARE, plan_full
 from edge_anime.imaging.guided import edge_alignment, guided_upscale
 from edge_anime.imaging.planner import resize_image
 from edge_anime.imaging.tiling import ALIGN_PX, FIT_STEP_PX, Blender, cut_tile, padded_side, plan_tiles
@@ -64,8 +64,8 @@ def test_fitted_tiles_keep_the_count_and_shrink_to_what_it_needs(length: int, ti
 def test_pass_1_takes_a_bounded_share_of_the_time(size: tuple[int, int]) -> None:
     full = plan_full(size, ImageSection(resize="full", max_pixels=100_000_000), requests=2)
     assert full is not None and full.tiled
-    share = full.pass1_size[0] * full.pass1_size[1] / (size[0] * size[1])
-    assert share <= PASS1_MAX_SHARE * 1.02
+    pixels = full.pass1_size[0] * full.pass1_size[1]
+    assert pixels / (size[0] * size[1]) <= PASS1_MAX_SHARE * 1.02 and pixels <= PASS1_MAX_PIXELS * 1.02
     assert abs(full.pass1_size[0] / full.pass1_size[1] - size[0] / size[1]) < 0.02
 
 
@@ -156,6 +156,9 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
             naive = runner.run(np.asarray(photo), full, stats="own")
             tiles = plan_tiles(320, 240, tile=TILE_PX, margin=runner.margin_px)
             assert runner.pair()[1].cached_shapes() == [(tiles.tile_h, tiles.tile_w)], "one static tile shape"
+            first, second = runner.pair()  # pass 1 is one request the tiles wait for: every core on it
+            assert (first.effective["PERFORMANCE_HINT"], second.effective["PERFORMANCE_HINT"]) == ("LATENCY",
+                                                                                                  "THROUGHPUT")
         finally:
             runner.close()
     assert whole.shape == tiled.shape == (240, 320, 3)

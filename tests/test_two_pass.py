@@ -170,7 +170,8 @@ def test_the_blend_margin_is_where_a_tiles_border_stops_mattering(seeded_checkpo
     stats = torch.from_numpy(torch_stats(plain, to_nchw_float(image)))
     origin = torch.tensor([[float(image.shape[0]), float(image.shape[1]), 0.0, 0.0]])
     with torch.no_grad():
-        whole, tiled = (StatsIn(plain)(torch.from_numpy(to_nchw_float(x)), stats, origin).numpy() for x in (image, tile))
+        net = StatsIn(plain)
+        whole, tiled = (net(torch.from_numpy(to_nchw_float(x)), stats, origin).numpy() for x in (image, tile))
     levels = np.abs(whole - tiled)[0].max(axis=(0, 1)) * 127.5  # per column
     assert float(levels[:cut - margin].max()) < BLEND_TOLERANCE_LEVELS
     assert float(levels[cut - margin - 8:cut].max()) > BLEND_TOLERANCE_LEVELS / 4, "something moves near the border"

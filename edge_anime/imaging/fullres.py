@@ -33,11 +33,14 @@ TILE_MAX_PX = 1024   # past this, tiles buy little (the margin share is already 
 TILE_MIN_PX = 256    # below this the margins (2 x ~56 px on the toon style) eat most of each tile
 TILE_STEP_PX = 32
 PASS1_MIN_SIDE_PX = 64
-# Pass 1 costs inference time like the tiles do: at most this share of the picture's pixels (a 1/sqrt(3)
-# downscale), else a 1 MP photo ran a 0.9 MP pass 1 beside 1.4 MP of tiles and cost 1.3x per pixel what 12 MP
-# did. Measured drift (tiled vs whole picture, 1632x1224, toon; benchmarks/fullres.py drift): pass 1 at
-# 1/1.5 of the side 44.6 dB, 1/2.1 39.6 dB, 1/3.2 37.9 dB, 1/6.4 37.7 dB; exact statistics 51.3 dB.
-PASS1_MAX_SHARE = 1 / 3
+# Pass 1 costs inference time like the tiles do, and it is what makes small pictures dear per pixel: at most
+# this share of the picture's pixels and PASS1_MAX_PIXELS. Measured drift (tiled vs whole picture, 1632x1224,
+# toon; benchmarks/fullres.py --parts drift): pass 1 at 1/1.48 of the side 44.6 dB, 1/1.73 39.4, 1/2.12 39.6,
+# 1/3.19 37.9, 1/4.25 40.7, 1/6.4 37.7 dB; exact statistics 51.3 dB. Between 1.7x and 6x the drift hardly
+# moves, so a larger pass 1 only costs time: with a third of the pixels and no cap a 3 MP photo spent 2.2 s
+# per MP in pass 1 against 0.5 at 12 MP, and cost 1.2x per pixel what 12 MP did (AMD EPYC, 2 cores).
+PASS1_MAX_SHARE = 1 / 4
+PASS1_MAX_PIXELS = 500_000
 PASS1_ALWAYS_PIXELS = 250_000  # up to this many pixels pass 1 may take the picture whole (its cost is small)
 # Pass 2's activations over the plain IR's per-pixel figure (``estimate_inference_mb``): its decoder upsamples
 # with gathers at the whole picture's grid, which hold two more tensors per level. Measured: 800x600 in
@@ -107,7 +110,7 @@ def _plan_at(size: tuple[int, int], cfg: ImageSection, requests: int) -> FullPla
     if not tile or pass1 is None or min(pass1) < PASS1_MIN_SIDE_PX:
         return None
     pixels = size[0] * size[1]
-    share = math.sqrt(min(1.0, max(PASS1_MAX_SHARE, PASS1_ALWAYS_PIXELS / pixels)))
+    share = math.sqrt(min(1.0, max(min(PASS1_MAX_SHARE, PASS1_MAX_PIXELS / pixels), PASS1_ALWAYS_PIXELS / pixels)))
     pass1 = (min(pass1[0], size[0], _round4(size[0] * share)), min(pass1[1], size[1], _round4(size[1] * share)))
     return FullPlan(size=size, tile_px=tile, pass1_size=pass1, budget_mb=tiled_mb(size, tile, requests))
 
