@@ -1,7 +1,8 @@
 """Full resolution (issue #17): seams of tiled vs whole inference, cost per megapixel and peak RSS by size,
 and the guided upscale vs Lanczos (edge alignment) and vs tiled full resolution (time).
 
-    python benchmarks/fullres.py [--model DIR] [--parts seams scale guided drift] [--sizes-mp 0.3 1 3 12 24]
+    python benchmarks/fullres.py [--model DIR] [--parts seams scale guided drift margin] [--sizes-mp 0.3 1 3 12 24]
+                                 [--rounds N]
 
 ``--model``: a style folder with the tiling pair (default: the bundled toon, which ships it). Everything runs
 through the runtime's own ``twopass.TwoPass`` / ``Stylizer``; each scale point runs in its own process (peak
@@ -18,12 +19,16 @@ Parts:
   q92, decoded by the runtime), ``image.memory_budget_mb`` at its default 1024. The picture's shapes (tile,
   pass 1) are compiled before the clock starts (``compile_s``: a camera's photos share them); the table ends
   with the spread max/min of s/MP from 1 MP up (goal <= 1.15), by wall clock and by the process's CPU time
-  (the work itself: on a shared box the wall clock moves with the neighbours' load).
+  (the work itself: on a shared box the wall clock moves with the neighbours' load). ``--rounds N`` runs
+  every size N times, sizes alternating, and reports the median round (one round moved by 10-35 % here).
 - guided: per photo of ../shared/photos, inference at max_side 1024 then back to the photo's size by
   Lanczos and by the guided filter: edge alignment (``imaging.guided.edge_alignment``) of each vs the
   photo. Time: ``--guided-timed`` photos upscaled (Lanczos, JPEG q92) to ``--timed-mp`` megapixels, each run
   the guided way (``upscale_method: guided``, whole pipeline) and at tiled full resolution, interleaved; a
   contact sheet photo | lanczos | guided | tiled full into benchmarks/results/ (untracked).
+- margin: tiles blended at margins below the exact reach vs the whole picture at 1632x1224, with the exact
+  statistics (isolates the margin) and with the default pass 1, and the share of pixels the tiles infer:
+  what the converter's blend margin (``tiling.margin_px``, ``measure_blend_margin``) was checked against.
 - drift: the statistics from a downscaled pass 1: tiles with pass 1 at several sizes vs the whole-picture run
   at 1632x1224 (PSNR), which ``imaging.fullres.PASS1_MAX_SHARE`` was chosen from.
 """
@@ -34,6 +39,9 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +113,6 @@ def photo_at(size: tuple[int, int], index: int = 0) -> np.ndarray:
 
 # -- seams ----------------------------------------------------------------------------------------------
 def part_seams(model: Path, tmp: Path) -> list[dict[str, Any]]:
-    from dataclasses import replace
-
     from edge_anime import Stylizer
     from edge_anime.imaging.fullres import plan_full
     from edge_anime.imaging.tiling import plan_tiles
@@ -155,26 +161,50 @@ def worker_scale(model: Path, tmp: Path, megapixels: float) -> dict[str, Any]:
     config = config_for(model, tmp, resize="full", max_pixels=100_000_000)
     with Stylizer(config) as stylizer:
         compile_s = warm_shapes(stylizer, (width, height))
-        start_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        before = reference_s_per_mp(stylizer)
+        start_peak = rss_mb("VmHWM")  # ru_maxrss would carry the parent's peak across fork and exec
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: this picture's peak, not the start's
         base = rss_mb()
         start, cpu_start = time.perf_counter(), cpu_seconds()
         result = stylizer.run(path)
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
         peak = rss_mb("VmHWM")
+        reference = (reference_s_per_mp(stylizer) + before) / 2
     from edge_anime.imaging.fullres import plan_full
 
     full = plan_full((width, height), stylizer.config.image, requests=stylizer.engine.num_requests)
     assert full is not None
     return {"mp": round(width * height / 1e6, 2), "size": f"{width}x{height}", "s": round(seconds, 2),
             "s_per_mp": round(seconds / (width * height / 1e6), 2),
-            "cpu_s_per_mp": round(cpu / (width * height / 1e6), 2), "tile": full.tile_px or "whole",
+            "cpu_s_per_mp": round(cpu / (width * height / 1e6), 2),
+            "ref_s_per_mp": round(reference, 2), "vs_ref": round(seconds / (width * height / 1e6) / reference, 3),
+            "tile": full.tile_px or "whole",
             "tile_hw": tile_shape(full, model), "pass1": "x".join(map(str, full.pass1_size)),
             "compile_s": round(compile_s, 1),
             "start_peak_mb": round(start_peak), "base_rss_mb": round(base), "peak_rss_mb": round(peak),
             "peak_over_base_mb": round(peak - base),
             "budget_mb": stylizer.config.image.memory_budget_mb, "plan_mb": round(full.budget_mb),
             "out": list(result.out_size or ())}
+
+
+REFERENCE_HW = (384, 512)
+
+
+def reference_s_per_mp(stylizer: Any) -> float:
+    """Wall seconds per MP of a fixed job run just before and after the picture: ``engine.num_requests``
+    plain 512x384 inferences at once, every core busy as the tiles keep them. On this shared VM the same run
+    moved by up to 35 % from one minute to the next (CPU seconds too: the host's clock, not the neighbours),
+    so each size's cost is also given as a ratio to this reference (``vs_ref``), which the drift cancels."""
+    compiled = stylizer.engine.compiled(*REFERENCE_HW)
+    requests = [compiled.create_infer_request() for _ in range(max(1, stylizer.engine.num_requests))]
+    image = photo_at((REFERENCE_HW[1], REFERENCE_HW[0]))[None]
+    requests[0].infer({0: image})  # first inference allocates: outside the clock
+    start = time.perf_counter()
+    for request in requests:
+        request.start_async({0: image})
+    for request in requests:
+        request.wait()
+    return (time.perf_counter() - start) / (len(requests) * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
 
 
 def warm_shapes(stylizer: Any, size: tuple[int, int]) -> float:
@@ -214,6 +244,18 @@ def cpu_seconds() -> float:
     """This process's CPU time (user + system, all threads): the work done, whatever else the box runs."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's rounds as one row: the median round's figures (by ``vs_ref``), every round's s/MP and
+    vs_ref, and the highest peak RSS of any round."""
+    ordered = sorted(runs, key=lambda r: r["vs_ref"])
+    row = dict(ordered[len(ordered) // 2])
+    row["rounds_s_per_mp"] = "/".join(str(r["s_per_mp"]) for r in runs)
+    row["rounds_vs_ref"] = "/".join(str(r["vs_ref"]) for r in runs)
+    row["peak_over_base_mb"] = max(r["peak_over_base_mb"] for r in runs)
+    row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+    return row
 
 
 def spread(rows: list[dict[str, Any]], key: str = "s_per_mp", from_mp: float = 1.0) -> float:
@@ -306,19 +348,8 @@ def upscaled(path: Path, megapixels: float, tmp: Path) -> Path:
 
 # -- drift ----------------------------------------------------------------------------------------------
 def part_drift(model: Path, tmp: Path) -> list[dict[str, Any]]:
-    from dataclasses import replace
-
-    from edge_anime import Stylizer
-    from edge_anime.imaging.fullres import plan_full
-    from edge_anime.twopass import TwoPass
-
     rows: list[dict[str, Any]] = []
-    with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
-        runner = TwoPass(stylizer.engine)
-        rgb = photo_at(DRIFT_SIZE)
-        full = plan_full(DRIFT_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
-        assert full is not None and full.tiled
-        whole = runner.run(rgb, replace(full, tile_px=0))
+    with whole_and_tiled(model, tmp) as (runner, rgb, full, whole):
         width, height = DRIFT_SIZE
         for side in (width, 1100, full.pass1_size[0], 768, 512, 384, 256):
             pass1 = (side // 4 * 4, round(side * height / width / 4) * 4)
@@ -326,27 +357,34 @@ def part_drift(model: Path, tmp: Path) -> list[dict[str, Any]]:
             rows.append({"pass1": f"{pass1[0]}x{pass1[1]}", "downscale": round(width / pass1[0], 2),
                          "default": pass1 == full.pass1_size, "psnr_vs_whole_db": round(psnr(out, whole), 2)})
             print(rows[-1], flush=True)
-        runner.close()
     return rows
 
 
-def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, Any]]:
-    """Tiles vs the whole picture at DRIFT_SIZE with blend margins below the exact reach: with the exact
-    statistics (isolates the margin) and with the default pass 1, plus the tiles' cost in inferred pixels."""
-    from dataclasses import replace
-
+@contextmanager
+def whole_and_tiled(model: Path, tmp: Path) -> Iterator[tuple[Any, np.ndarray, Any, np.ndarray]]:
+    """(the style's TwoPass, the DRIFT_SIZE photo, its default tiled plan, its whole-picture output)."""
     from edge_anime import Stylizer
     from edge_anime.imaging.fullres import plan_full
-    from edge_anime.imaging.tiling import plan_tiles
     from edge_anime.twopass import TwoPass
 
-    rows: list[dict[str, Any]] = []
     with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
         runner = TwoPass(stylizer.engine)
         rgb = photo_at(DRIFT_SIZE)
         full = plan_full(DRIFT_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
         assert full is not None and full.tiled
-        whole = runner.run(rgb, replace(full, tile_px=0))
+        try:
+            yield runner, rgb, full, runner.run(rgb, replace(full, tile_px=0))
+        finally:
+            runner.close()
+
+
+def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, Any]]:
+    """Tiles vs the whole picture at DRIFT_SIZE with blend margins below the exact reach: with the exact
+    statistics (isolates the margin) and with the default pass 1, plus the tiles' cost in inferred pixels."""
+    from edge_anime.imaging.tiling import plan_tiles
+
+    rows: list[dict[str, Any]] = []
+    with whole_and_tiled(model, tmp) as (runner, rgb, full, whole):
         exact_reach = runner.pair()[1].model_info.manifest["tiling"].get("reach_px", runner.margin_px)
         for margin in margins:
             runner.margin_px = margin
@@ -359,7 +397,6 @@ def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, An
                          "exact_stats_db": round(psnr(exact, whole), 2), "pass1_stats_db": round(psnr(default, whole), 2),
                          "seam_vs_whole": round(seam_score(default, *lines) / seam_score(whole, *lines), 3)})
             print(rows[-1], flush=True)
-        runner.close()
     return rows
 
 
@@ -376,6 +413,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--parts", nargs="+", default=["seams", "scale", "guided", "drift"])
     parser.add_argument("--sizes-mp", type=float, nargs="+", default=[0.3, 1.0, 3.0, 12.0, 24.0])
+    parser.add_argument("--rounds", type=int, default=1, help="scale: runs per size (the median is reported)")
     parser.add_argument("--guided-timed", type=int, default=3,
                         help="N photos (spread over the set) upscaled to --timed-mp: guided vs tiled full, timed")
     parser.add_argument("--timed-mp", type=float, default=12.0)
@@ -398,14 +436,17 @@ def main() -> int:
         data["seams"] = part_seams(model, tmp)
         table += "## Seams at 2048x1536\n" + markdown_table(data["seams"], list(data["seams"][0])) + "\n"
     if "scale" in args.parts:
-        data["scale"] = []
-        for mp in args.sizes_mp:
-            data["scale"].append(run_worker(__file__, ["--model", str(model), "--worker-mp", str(mp)]))
-            print(data["scale"][-1], flush=True)
-        data["scale_spread_from_1mp"] = {key: spread(data["scale"], key) for key in ("s_per_mp", "cpu_s_per_mp")}
+        rounds: list[list[dict[str, Any]]] = [[] for _ in args.sizes_mp]
+        for _ in range(args.rounds):  # sizes alternate within a round: a drifting box moves all of them
+            for runs, mp in zip(rounds, args.sizes_mp):
+                runs.append(run_worker(__file__, ["--model", str(model), "--worker-mp", str(mp)]))
+                print(runs[-1], flush=True)
+        data["scale"] = [median_run(runs) for runs in rounds]
+        data["scale_spread_from_1mp"] = {key: spread(data["scale"], key)
+                                         for key in ("s_per_mp", "cpu_s_per_mp", "vs_ref")}
         table += ("## Scale\n" + markdown_table(data["scale"], list(data["scale"][0]))
-                  + f"\nmax/min from 1 MP (goal <= 1.15): {data['scale_spread_from_1mp']} (CPU seconds: the "
-                  "work, steady whatever else the shared box runs)\n")
+                  + f"\nmax/min from 1 MP (goal <= 1.15): {data['scale_spread_from_1mp']} (vs_ref: s/MP over the "
+                  "reference job's s/MP around it, which cancels the box's drift)\n")
     if "guided" in args.parts:
         data["guided_edges"], data["guided_timed"] = part_guided(model, tmp, args.guided_timed, args.timed_mp,
                                                                  args.guided_limit, args.guided_glob)
