@@ -141,6 +141,12 @@ class Pipeline:
         self.close()
 
     @property
+    def twopass(self) -> Any:
+        """The ``twopass.TwoPass`` that runs ``resize: full`` pictures (None in other modes): a caller that
+        knows its photos' size compiles their shapes ahead with it (benchmarks/fullres.py does)."""
+        return self._twopass
+
+    @property
     def in_flight(self) -> int:
         """Jobs submitted whose ``on_done`` has not run yet."""
         with self._state:
