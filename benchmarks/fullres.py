@@ -29,8 +29,8 @@ Parts:
 - margin: tiles blended at margins below the exact reach vs the whole picture at 1632x1224, with the exact
   statistics (isolates the margin) and with the default pass 1, and the share of pixels the tiles infer:
   what the converter's blend margin (``tiling.margin_px``, ``measure_blend_margin``) was checked against.
-- drift: the statistics from a downscaled pass 1: tiles with pass 1 at several sizes vs the whole-picture run
-  at 1632x1224 (PSNR), which ``imaging.fullres.PASS1_MAX_SHARE`` was chosen from.
+- drift: the statistics from a downscaled pass 1: tiles with pass 1 at several downscales vs the whole-picture
+  run (PSNR), per ``--drift-cases`` photo and size (default scene_0 at 1632x1224).
 """
 from __future__ import annotations
 
@@ -105,8 +105,17 @@ def seam_score(rgb: np.ndarray, rows: list[int], cols: list[int]) -> float:
     return float(on_lines.mean() / ((gx.mean() + gy.mean()) / 2))
 
 
+def scene_photos() -> list[Path]:
+    return sorted(PHOTOS_DIR.glob("scene_*.jpg")) or sorted(PHOTOS_DIR.glob("*.jpg"))
+
+
+def photo_name(index: int) -> str:
+    paths = scene_photos()
+    return paths[index % len(paths)].stem
+
+
 def photo_at(size: tuple[int, int], index: int = 0) -> np.ndarray:
-    paths = sorted(PHOTOS_DIR.glob("scene_*.jpg")) or sorted(PHOTOS_DIR.glob("*.jpg"))
+    paths = scene_photos()
     photo = Image.open(paths[index % len(paths)]).convert("RGB")
     return np.asarray(photo.resize(size, Image.Resampling.LANCZOS))
 
@@ -188,6 +197,7 @@ def worker_scale(model: Path, tmp: Path, megapixels: float) -> dict[str, Any]:
 
 
 REFERENCE_HW = (384, 512)
+REFERENCE_ROUNDS = 2
 
 
 def reference_s_per_mp(stylizer: Any) -> float:
@@ -200,11 +210,15 @@ def reference_s_per_mp(stylizer: Any) -> float:
     image = photo_at((REFERENCE_HW[1], REFERENCE_HW[0]))[None]
     requests[0].infer({0: image})  # first inference allocates: outside the clock
     start = time.perf_counter()
-    for request in requests:
-        request.start_async({0: image})
-    for request in requests:
-        request.wait()
-    return (time.perf_counter() - start) / (len(requests) * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
+    for _ in range(REFERENCE_ROUNDS):
+        for request in requests:
+            request.start_async({0: image})
+        for request in requests:
+            request.wait()
+    seconds = time.perf_counter() - start
+    del requests
+    compiled.release_memory()  # else the picture's base and peak RSS hold the reference's activations too
+    return seconds / (REFERENCE_ROUNDS * stylizer.engine.num_requests * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
 
 
 def warm_shapes(stylizer: Any, size: tuple[int, int]) -> float:
@@ -347,30 +361,39 @@ def upscaled(path: Path, megapixels: float, tmp: Path) -> Path:
 
 
 # -- drift ----------------------------------------------------------------------------------------------
-def part_drift(model: Path, tmp: Path) -> list[dict[str, Any]]:
+def part_drift(model: Path, tmp: Path, cases: list[str], downscales: list[float]) -> list[dict[str, Any]]:
+    """Per case ``N:WxH`` (the N-th scene photo at W x H): tiles with pass 1 at each downscale and at the
+    default plan's, vs the whole picture."""
     rows: list[dict[str, Any]] = []
-    with whole_and_tiled(model, tmp) as (runner, rgb, full, whole):
-        width, height = DRIFT_SIZE
-        for side in (width, 1100, full.pass1_size[0], 768, 512, 384, 256):
-            pass1 = (side // 4 * 4, round(side * height / width / 4) * 4)
-            out = runner.run(rgb, replace(full, pass1_size=pass1))
-            rows.append({"pass1": f"{pass1[0]}x{pass1[1]}", "downscale": round(width / pass1[0], 2),
-                         "default": pass1 == full.pass1_size, "psnr_vs_whole_db": round(psnr(out, whole), 2)})
-            print(rows[-1], flush=True)
+    for case in cases:
+        index, _, dims = case.partition(":")
+        size = (int(dims.split("x")[0]), int(dims.split("x")[1]))
+        with whole_and_tiled(model, tmp, size, int(index)) as (runner, rgb, full, whole):
+            width, height = size
+            sides = sorted({round(width / factor) for factor in downscales} | {full.pass1_size[0]}, reverse=True)
+            for side in sides:
+                pass1 = (side // 4 * 4, round(side * height / width / 4) * 4)
+                out = runner.run(rgb, replace(full, pass1_size=pass1))
+                rows.append({"photo": photo_name(int(index)), "size": dims, "pass1": f"{pass1[0]}x{pass1[1]}",
+                             "downscale": round(width / pass1[0], 2), "default": pass1 == full.pass1_size,
+                             "psnr_vs_whole_db": round(psnr(out, whole), 2)})
+                print(rows[-1], flush=True)
     return rows
 
 
 @contextmanager
-def whole_and_tiled(model: Path, tmp: Path) -> Iterator[tuple[Any, np.ndarray, Any, np.ndarray]]:
-    """(the style's TwoPass, the DRIFT_SIZE photo, its default tiled plan, its whole-picture output)."""
+def whole_and_tiled(model: Path, tmp: Path, size: tuple[int, int] = DRIFT_SIZE,
+                    index: int = 0) -> Iterator[tuple[Any, np.ndarray, Any, np.ndarray]]:
+    """(the style's TwoPass, the ``index``-th photo at ``size``, its default tiled plan, its whole-picture
+    output)."""
     from edge_anime import Stylizer
     from edge_anime.imaging.fullres import plan_full
     from edge_anime.twopass import TwoPass
 
     with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
         runner = TwoPass(stylizer.engine)
-        rgb = photo_at(DRIFT_SIZE)
-        full = plan_full(DRIFT_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
+        rgb = photo_at(size, index)
+        full = plan_full(size, stylizer.config.image, requests=stylizer.engine.num_requests)
         assert full is not None and full.tiled
         try:
             yield runner, rgb, full, runner.run(rgb, replace(full, tile_px=0))
@@ -422,6 +445,9 @@ def main() -> int:
                         "the large ones, where the upscale matters)")
     parser.add_argument("--margins", type=int, nargs="+", default=[56, 48, 40, 32, 24, 16],
                         help="blend margins tried by --parts margin")
+    parser.add_argument("--drift-cases", nargs="+", default=["0:1632x1224"],
+                        help="drift: N:WxH, the N-th scene photo (sorted) at W x H (0:2048x1536 3:1632x1224 ...)")
+    parser.add_argument("--drift-downscales", type=float, nargs="+", default=[1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.4])
     parser.add_argument("--worker-mp", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     tmp = RESULTS_DIR / "fullres_tmp"
@@ -460,8 +486,8 @@ def main() -> int:
         data["margin"] = part_margin(model, tmp, args.margins)
         table += "## Blend margin at 1632x1224\n" + markdown_table(data["margin"], list(data["margin"][0])) + "\n"
     if "drift" in args.parts:
-        data["drift"] = part_drift(model, tmp)
-        table += "## Pass-1 statistics drift at 1632x1224\n" + markdown_table(data["drift"], list(data["drift"][0]))
+        data["drift"] = part_drift(model, tmp, args.drift_cases, args.drift_downscales)
+        table += "## Pass-1 statistics drift\n" + markdown_table(data["drift"], list(data["drift"][0]))
     data["machine_after"] = machine()
     write_results("fullres" if len(args.parts) > 1 else f"fullres_{args.parts[0]}", data, table)
     return 0
