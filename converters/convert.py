@@ -167,10 +167,11 @@ def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: P
                                           sample_dir=sample_dir, limit=limit)
     except VerificationError as exc:
         raise ConversionError(f"{loaded.path} -> {precision} tiling pair: verification failed: {exc}") from exc
-    reach = measure_margin(loaded.module, count_norms(loaded.module))
+    count = count_norms(loaded.module)
+    reach = measure_margin(loaded.module, count)
     samples = [sample.rgb for sample in load_samples(sample_dir, size_hw=sizes[0], limit=limit)]
     entries = manifest_entries(precision=precision, xml1=xml1, xml2=xml2, bin_path=shared, checks=(check1, check2),
-                               stats_rel_err=rel, count=count_norms(loaded.module),
+                               stats_rel_err=rel, count=count,
                                margin_px=measure_blend_margin(loaded.module, samples, reach=reach), reach_px=reach,
                                versions=manifest["versions"], created=manifest["created"])
     manifest.setdefault("variants", {}).update(entries)

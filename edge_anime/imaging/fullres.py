@@ -30,15 +30,16 @@ CANVAS_BYTES_PER_PIXEL = 10
 TILE_PHASE_CANVAS_BYTES = 6
 ACCUMULATOR_BYTES_PER_PIXEL = 16
 TILE_MAX_PX = 1024   # past this, tiles buy little (the margin share is already small) and cost memory
-TILE_MIN_PX = 256    # below this the margins (2 x ~56 px on the toon style) eat most of each tile
+TILE_MIN_PX = 256    # below this the margins (2 x 32 px + a 16 px ramp on toon) eat much of each tile
 TILE_STEP_PX = 32
 PASS1_MIN_SIDE_PX = 64
 # Pass 1 costs inference time like the tiles do, and it is what makes small pictures dear per pixel: at most
-# this share of the picture's pixels and PASS1_MAX_PIXELS. Measured drift (tiled vs whole picture, 1632x1224,
-# toon; benchmarks/fullres.py --parts drift): pass 1 at 1/1.48 of the side 44.6 dB, 1/1.73 39.4, 1/2.12 39.6,
-# 1/3.19 37.9, 1/4.25 40.7, 1/6.4 37.7 dB; exact statistics 51.3 dB. Between 1.7x and 6x the drift hardly
-# moves, so a larger pass 1 only costs time: with a third of the pixels and no cap a 3 MP photo spent 2.2 s
-# per MP in pass 1 against 0.5 at 12 MP, and cost 1.2x per pixel what 12 MP did (AMD EPYC, 2 cores).
+# this share of the picture's pixels and PASS1_MAX_PIXELS. Measured drift (tiled vs whole picture, toon;
+# benchmarks/fullres.py --parts drift, docs/fullres.md): exact statistics 46-51 dB; pass 1 at 1/1.5-1/1.8 of
+# the side 39.4-44.9 dB; from 1/2 to 1/6.4 anywhere in 35.5-42.0 dB (scene_0) or 52.3 (scene_11 at 1/2), with
+# no steady trend: past ~2x the photo decides, not pass 1's size. So a larger pass 1 mostly costs time: with
+# a third of the pixels and no cap a 3 MP photo spent 2.2 s per MP in pass 1 against 0.5 at 12 MP (AMD EPYC,
+# 2 cores), and on scene_0 at 2048x1536 the cap took 42.0 dB to 37.4.
 PASS1_MAX_SHARE = 1 / 4
 PASS1_MAX_PIXELS = 500_000
 PASS1_ALWAYS_PIXELS = 250_000  # up to this many pixels pass 1 may take the picture whole (its cost is small)
