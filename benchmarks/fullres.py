@@ -206,7 +206,8 @@ def reference_s_per_mp(stylizer: Any) -> float:
     moved by up to 35 % from one minute to the next (CPU seconds too: the host's clock, not the neighbours),
     so each size's cost is also given as a ratio to this reference (``vs_ref``), which the drift cancels."""
     compiled = stylizer.engine.compiled(*REFERENCE_HW)
-    requests = [compiled.create_infer_request() for _ in range(max(1, stylizer.engine.num_requests))]
+    count = max(1, stylizer.engine.num_requests)
+    requests = [compiled.create_infer_request() for _ in range(count)]
     image = photo_at((REFERENCE_HW[1], REFERENCE_HW[0]))[None]
     requests[0].infer({0: image})  # first inference allocates: outside the clock
     start = time.perf_counter()
@@ -218,7 +219,7 @@ def reference_s_per_mp(stylizer: Any) -> float:
     seconds = time.perf_counter() - start
     del requests
     compiled.release_memory()  # else the picture's base and peak RSS hold the reference's activations too
-    return seconds / (REFERENCE_ROUNDS * stylizer.engine.num_requests * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
+    return seconds / (REFERENCE_ROUNDS * count * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
 
 
 def warm_shapes(stylizer: Any, size: tuple[int, int]) -> float:
@@ -366,15 +367,15 @@ def part_drift(model: Path, tmp: Path, cases: list[str], downscales: list[float]
     default plan's, vs the whole picture."""
     rows: list[dict[str, Any]] = []
     for case in cases:
-        index, _, dims = case.partition(":")
-        size = (int(dims.split("x")[0]), int(dims.split("x")[1]))
-        with whole_and_tiled(model, tmp, size, int(index)) as (runner, rgb, full, whole):
-            width, height = size
+        number, _, dims = case.partition(":")
+        index, (width, height) = int(number), map(int, dims.split("x"))
+        size = (width, height)
+        with whole_and_tiled(model, tmp, size, index) as (runner, rgb, full, whole):
             sides = sorted({round(width / factor) for factor in downscales} | {full.pass1_size[0]}, reverse=True)
             for side in sides:
                 pass1 = (side // 4 * 4, round(side * height / width / 4) * 4)
                 out = runner.run(rgb, replace(full, pass1_size=pass1))
-                rows.append({"photo": photo_name(int(index)), "size": dims, "pass1": f"{pass1[0]}x{pass1[1]}",
+                rows.append({"photo": photo_name(index), "size": dims, "pass1": f"{pass1[0]}x{pass1[1]}",
                              "downscale": round(width / pass1[0], 2), "default": pass1 == full.pass1_size,
                              "psnr_vs_whole_db": round(psnr(out, whole), 2)})
                 print(rows[-1], flush=True)
@@ -415,9 +416,10 @@ def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, An
             exact = runner.run(rgb, replace(full, pass1_size=full.size))
             default = runner.run(rgb, full)
             lines = seam_lines(plan)
-            rows.append({"margin": margin, "exact_reach": exact_reach,
-                         "tiled_px_share": round(plan.count * plan.tile_h * plan.tile_w / (DRIFT_SIZE[0] * DRIFT_SIZE[1]), 3),
-                         "exact_stats_db": round(psnr(exact, whole), 2), "pass1_stats_db": round(psnr(default, whole), 2),
+            share = plan.count * plan.tile_h * plan.tile_w / (DRIFT_SIZE[0] * DRIFT_SIZE[1])
+            rows.append({"margin": margin, "exact_reach": exact_reach, "tiled_px_share": round(share, 3),
+                         "exact_stats_db": round(psnr(exact, whole), 2),
+                         "pass1_stats_db": round(psnr(default, whole), 2),
                          "seam_vs_whole": round(seam_score(default, *lines) / seam_score(whole, *lines), 3)})
             print(rows[-1], flush=True)
     return rows

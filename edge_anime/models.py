@@ -217,11 +217,11 @@ def _check_variants(path: Path, data: dict[str, Any]) -> None:
         role = entry.get("role")
         if role is not None and role not in TILING_ROLES:
             raise ModelError(f"{where}.role: expected one of {', '.join(TILING_ROLES)}, got {role!r}")
-        tiling = (entry.get("tiling") or {}) if role else {}
-        for key in ("margin_px", "reach_px") if role else ():
-            value = tiling.get(key, 0 if key == "reach_px" else None)  # reach_px: written since the blend margin
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ModelError(f"{where}.tiling.{key}: expected a whole number of pixels >= 0, got {value!r}")
+        if role:  # reach_px is optional: manifests written before the blend margin have only margin_px
+            tiling = entry.get("tiling") or {}
+            for key, value in (("margin_px", tiling.get("margin_px")), ("reach_px", tiling.get("reach_px", 0))):
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ModelError(f"{where}.tiling.{key}: expected a whole number of pixels >= 0, got {value!r}")
         ir = entry["ir"]
         if not all(k in ir for k in ("xml", "bin", "xml_sha256", "bin_sha256")):
             raise ModelError(f"{where}.ir: must have xml, bin, xml_sha256 and bin_sha256")
