@@ -211,7 +211,10 @@ def decision_path(config: Config, style: ModelInfo, shape: tuple[int, int]) -> P
 
 def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shape: tuple[int, int],
              key: dict[str, Any], *, core: ov.Core, seconds: float | None) -> Choice:
-    verdicts = eligible_variants(style, sorted({c.variant for c in candidates}))
+    if config.model.variant == "auto":
+        verdicts = eligible_variants(style, sorted({c.variant for c in candidates}))
+    else:  # the operator's pin outranks the manifest's quality gate: only the precision is measured, each
+        verdicts = {config.model.variant: None}  # still held to the floor by its own loss (``_row``)
     timed = [c for c in candidates if verdicts.get(c.variant) is None]
     log.info("choice: measuring %s at %dx%d (first start with this CPU, OpenVINO, model, size and settings)",
              ", ".join(c.label for c in timed), shape[1], shape[0])
@@ -222,8 +225,8 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     figures += [{"variant": c.variant, "precision": c.precision, "images_per_s": None, "eligible": False,
                  "reason": verdicts[c.variant]} for c in candidates if c not in timed]
     fit = [f for f in figures if f["eligible"]]
-    if not fit:  # nothing timed well: the style's default at the first precision, as before measuring
-        best = {"variant": style.variant_names()[0], "precision": candidates[0].precision}
+    if not fit:  # nothing timed well: the first candidate (the pinned variant, else the style's default) at
+        best = {"variant": candidates[0].variant, "precision": candidates[0].precision}  # the first precision
     else:
         best = max(fit, key=lambda f: float(f["images_per_s"]))
     return Choice(str(best["variant"]), str(best["precision"]), "measured", shape, figures,

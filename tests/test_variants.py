@@ -119,17 +119,21 @@ def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, t
     config = load_config(path)
     style = resolve_model(config.model.path, search_dirs=[])
     first = choose(config, style, seconds=PROBE_S)
-    assert first.how == "measured" and (first.variant, first.precision) in {("fp32", "f32"), ("fp16", "f32")}
     rows = {(f["variant"], f["precision"]): f for f in first.figures}
+    # Both IRs at f32 on every CPU; bf16/f16 beside them where the CPU computes them natively (an AMX Xeon
+    # chose fp32 at bf16 here), each judged by the same floor: the choice is the fastest eligible row.
     assert set(rows) >= {("fp32", "f32"), ("fp16", "f32")}
-    assert all(f["images_per_s"] > 0 and f["eligible"] for f in rows.values())
+    assert all(f["images_per_s"] > 0 for f in rows.values())
+    assert rows[("fp32", "f32")]["eligible"] and rows[("fp16", "f32")]["eligible"]
+    fastest = max((f for f in rows.values() if f["eligible"]), key=lambda f: f["images_per_s"])
+    assert first.how == "measured" and (first.variant, first.precision) == (fastest["variant"], fastest["precision"])
     [saved] = _decisions(path)
     data = json.loads(saved.read_text(encoding="utf-8"))
     assert data["key"]["shape"] == [64, 48] and data["key"]["openvino"] and data["key"]["cpu_flags_sha256"]
     assert data["choice"]["variant"] == first.variant
     again = choose(config, style, seconds=PROBE_S)
     assert again.how == "cached" and (again.variant, again.precision) == (first.variant, first.precision)
-    assert "pin with model.variant: " in again.summary() and "device.inference_precision: f32" in again.summary()
+    assert "pin with model.variant: " in again.summary() and f"device.inference_precision: {first.precision}" in again.summary()
     bigger = config.model_copy(update={"image": config.image.model_copy(update={"max_side": 96})})
     assert choose(bigger, style, seconds=PROBE_S).how == "measured"  # another shape, another decision
     assert len(_decisions(path)) == 2
