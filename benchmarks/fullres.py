@@ -130,9 +130,9 @@ def part_seams(model: Path, tmp: Path) -> list[dict[str, Any]]:
     rgb = photo_at(SEAM_SIZE)
     rows: list[dict[str, Any]] = []
     with Stylizer(config_for(model, tmp, resize="full")) as stylizer:
-        full = plan_full(SEAM_SIZE, stylizer.config.image, requests=stylizer.engine.num_requests)
-        assert full is not None and full.tiled
         runner = TwoPass(stylizer.engine)
+        full = plan_full(SEAM_SIZE, stylizer.config.image, requests=runner.streams())  # as the pipeline plans
+        assert full is not None and full.tiled
         start = time.perf_counter()
         whole = runner.run(rgb, replace(full, tile_px=0))
         whole_s = time.perf_counter() - start
@@ -169,7 +169,7 @@ def worker_scale(model: Path, tmp: Path, megapixels: float) -> dict[str, Any]:
         Image.fromarray(photo_at((width, height))).save(path, quality=92)
     config = config_for(model, tmp, resize="full", max_pixels=100_000_000)
     with Stylizer(config) as stylizer:
-        compile_s = warm_shapes(stylizer, (width, height))
+        compile_s, full = warm_shapes(stylizer, (width, height))
         before = reference_s_per_mp(stylizer)
         start_peak = rss_mb("VmHWM")  # ru_maxrss would carry the parent's peak across fork and exec
         Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: this picture's peak, not the start's
@@ -179,10 +179,6 @@ def worker_scale(model: Path, tmp: Path, megapixels: float) -> dict[str, Any]:
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
         peak = rss_mb("VmHWM")
         reference = (reference_s_per_mp(stylizer) + before) / 2
-    from edge_anime.imaging.fullres import plan_full
-
-    full = plan_full((width, height), stylizer.config.image, requests=stylizer.engine.num_requests)
-    assert full is not None
     return {"mp": round(width * height / 1e6, 2), "size": f"{width}x{height}", "s": round(seconds, 2),
             "s_per_mp": round(seconds / (width * height / 1e6), 2),
             "cpu_s_per_mp": round(cpu / (width * height / 1e6), 2),
@@ -222,25 +218,26 @@ def reference_s_per_mp(stylizer: Any) -> float:
     return seconds / (REFERENCE_ROUNDS * count * REFERENCE_HW[0] * REFERENCE_HW[1] / 1e6)
 
 
-def warm_shapes(stylizer: Any, size: tuple[int, int]) -> float:
-    """Compile the shapes ``size`` runs at (pass 1 and the tile, or the whole picture); returns the seconds."""
+def warm_shapes(stylizer: Any, size: tuple[int, int]) -> tuple[float, Any]:
+    """Compile the shapes ``size`` runs at (pass 1 and the tile, or the whole picture); returns the seconds
+    and the plan, made as the pipeline makes it."""
     from edge_anime.imaging.fullres import plan_full
     from edge_anime.imaging.tiling import padded_side, plan_tiles
     from edge_anime.twopass import TwoPass
 
     start = time.perf_counter()
-    full = plan_full(size, stylizer.config.image, requests=stylizer.engine.num_requests)
-    assert full is not None
-    if not full.tiled:
-        stylizer.engine.compiled(padded_side(size[1]), padded_side(size[0]))
-        return time.perf_counter() - start
-    with stylizer.pipeline_for() as pipeline:  # the pair the pictures run on: a separate one was compiled
+    with stylizer.pipeline_for() as pipeline:  # the engines the pictures run on: separate ones were compiled
         runner: TwoPass = pipeline.twopass     # again (from OpenVINO's cache) inside the clock, 1-2 s at 1 MP
+        full = plan_full(size, stylizer.config.image, requests=runner.streams())
+        assert full is not None
+        if not full.tiled:
+            runner.whole_engine().compiled(padded_side(size[1]), padded_side(size[0]))
+            return time.perf_counter() - start, full
         first, second = runner.pair()
         plan = plan_tiles(*size, tile=full.tile_px, margin=runner.margin_px)
         second.compiled(plan.tile_h, plan.tile_w)
         first.compiled(padded_side(full.pass1_size[1]), padded_side(full.pass1_size[0]))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, full
 
 
 def tile_shape(full: Any, model: Path) -> str:
@@ -322,7 +319,7 @@ def part_guided(model: Path, tmp: Path, timed: int, timed_mp: float, limit: int 
                 size = (photo.shape[1], photo.shape[0])
                 if index == 0:
                     guided_stylizer.stylize(big)  # compiles max_side's shape outside the clock
-                compile_s = warm_shapes(full_stylizer, size)
+                compile_s, _ = warm_shapes(full_stylizer, size)
                 start = time.perf_counter()
                 guided = np.asarray(guided_stylizer.stylize(big).convert("RGB"))
                 guided_s = time.perf_counter() - start
@@ -394,7 +391,7 @@ def whole_and_tiled(model: Path, tmp: Path, size: tuple[int, int] = DRIFT_SIZE,
     with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
         runner = TwoPass(stylizer.engine)
         rgb = photo_at(size, index)
-        full = plan_full(size, stylizer.config.image, requests=stylizer.engine.num_requests)
+        full = plan_full(size, stylizer.config.image, requests=runner.streams())
         assert full is not None and full.tiled
         try:
             yield runner, rgb, full, runner.run(rgb, replace(full, tile_px=0))

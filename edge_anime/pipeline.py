@@ -219,7 +219,9 @@ class Pipeline:
         del data
         planned_at = time.perf_counter()
         work.in_size = decoded.original_size
-        work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple, requests=self.engine.num_requests)
+        # resize: full sizes its tiles for the inferences whose activations are held at once: pass 2's streams
+        requests = self._twopass.streams() if self._twopass is not None else self.engine.num_requests
+        work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple, requests=requests)
         done = time.perf_counter()
         work.timings["read"] = decoded_at - start
         work.timings["decode"] = planned_at - decoded_at

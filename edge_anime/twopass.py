@@ -7,8 +7,16 @@ every tile runs through the pass-2 IR with those statistics and its ``tile_origi
 upsampling samples where the whole picture's does), and the outputs are blended in run order. All tiles are
 one static shape, so pass 2 compiles once per tile size (and the engine's cache keeps it). Tiles are
 started asynchronously on ``engine.num_requests`` infer requests taken in turn: waiting on the oldest one
-gives the results in order for the blend while the others keep every core busy. Each running tile holds one
+gives the results in order for the blend while the next one is already queued. Each running tile holds one
 of the pipeline's inference slots, so tiles and other pictures share the requests as every job does.
+
+Every engine here compiles with the LATENCY hint (``latency_device``): one stream over every core. A full-
+resolution picture is one long job, and measured on a 2-core AMX Xeon (f32, toon; the commands are in
+docs/fullres.md) one stream did a lone whole picture in half the time THROUGHPUT's one-core stream did
+(2.63-2.85 against 5.03-5.47 s/MP at 0.3-1 MP) and two at once as fast (2.63-2.83 against 2.70-2.83). A
+stream holds the activations of one inference however many requests queue on it, so the tiles are planned
+for one inference's memory (``streams``): tiles of twice the pixels, whose margins are a smaller share
+(12 MP: 30 tiles of 664x736 instead of 80 of 448x472, 11 % less time; 1 MP 6 %).
 
 Plain infer requests, not an ``AsyncInferQueue``: a queue made and dropped per call deadlocked in its
 destructor in ``probe`` (see its history); a request list has no such teardown.
@@ -39,14 +47,33 @@ ORIGIN_NAME = "tile_origin"
 
 
 class TwoPass:
-    """Runs ``FullPlan`` s for one style: the plain engine for whole pictures, the pass-1/pass-2 engines
-    (compiled on first use, with the plain engine's device settings and Core) for tiles."""
+    """Runs ``FullPlan`` s for one style: the plain IR for whole pictures, the pass-1/pass-2 IRs for tiles,
+    each on an engine compiled on first use with the plain engine's device settings at the LATENCY hint and
+    its Core."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._lock = threading.Lock()
         self._pair: tuple[Engine, Engine] | None = None
+        self._whole: Engine | None = None
         self.margin_px = 0
+
+    def whole_engine(self) -> Engine:
+        """The plain IR at the LATENCY hint: whole pictures (made on the first one; a style without a pair
+        runs these too)."""
+        with self._lock:
+            if self._whole is None:
+                self._whole = Engine(self.engine.model_info, latency_device(self.engine.device),
+                                     core=self.engine.core)
+            return self._whole
+
+    def streams(self) -> int:
+        """How many inferences' activations the tiles hold at once: pass 2's streams (the plan's
+        ``requests``), however many requests queue on them."""
+        try:
+            return max(1, int(self.pair()[1].effective.get("NUM_STREAMS", 1)))
+        except ModelError:
+            return 1  # no pair: whole pictures only, which the plan sizes without it
 
     def pair(self) -> tuple[Engine, Engine]:
         """The pass-1 and pass-2 engines; a ``ModelError`` naming the fix when the style has no pair."""
@@ -61,8 +88,9 @@ class TwoPass:
                         "image.memory_budget_mb: re-run 'edge-anime convert' on its checkpoint (fp16 or fp32)")
                 first, second = found
                 self.margin_px = int(second.manifest["tiling"]["margin_px"])
-                self._pair = (Engine(first, latency_device(self.engine.device), core=self.engine.core),
-                              Engine(second, self.engine.device, core=self.engine.core))
+                latency = latency_device(self.engine.device)
+                self._pair = (Engine(first, latency, core=self.engine.core),
+                              Engine(second, latency, core=self.engine.core))
             return self._pair
 
     def prepare(self) -> None:
@@ -74,10 +102,10 @@ class TwoPass:
 
     def close(self) -> None:
         with self._lock:
-            pair, self._pair = self._pair, None
-        if pair is not None:
-            for engine in pair:
-                engine.close()
+            engines = [*(self._pair or ()), *([self._whole] if self._whole is not None else [])]
+            self._pair = self._whole = None
+        for engine in engines:
+            engine.close()
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, rgb: np.ndarray, full: FullPlan, *, slots: threading.Semaphore | None = None,
@@ -88,7 +116,7 @@ class TwoPass:
         and tests compare against, never what the service runs."""
         slots = slots if slots is not None else threading.BoundedSemaphore(self.engine.num_requests)
         if not full.tiled:
-            return self._whole(rgb, slots)
+            return self._run_whole(rgb, slots)
         if stats == "own":
             self.pair()  # for the margin
             compiled_for: Callable[[int, int], ov.CompiledModel] = self.engine.compiled
@@ -115,20 +143,19 @@ class TwoPass:
             request.infer({0: small[None]})
             found = np.array(request.get_tensor(STATS_NAME).data, dtype=np.float32, copy=True)
         del request
-        try:
-            compiled.release_memory()  # the tiles need that memory now; a later pass 1 allocates it again
-        except RuntimeError:
-            log.debug("pass 1: activation memory still in use by another picture; kept")
+        _release(compiled, "pass 1")  # the tiles need that memory now; a later pass 1 allocates it again
         return found
 
-    def _whole(self, rgb: np.ndarray, slots: threading.Semaphore) -> np.ndarray:
+    def _run_whole(self, rgb: np.ndarray, slots: threading.Semaphore) -> np.ndarray:
         height, width = rgb.shape[:2]
         canvas = cut_tile(rgb, 0, 0, *padded_hw(height, width))
-        compiled = self.engine.compiled(canvas.shape[0], canvas.shape[1])
+        compiled = self.whole_engine().compiled(canvas.shape[0], canvas.shape[1])
         request = compiled.create_infer_request()
         with slots:
             request.infer({0: canvas[None]}, share_inputs=True)
             out = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
+        del request
+        _release(compiled, "whole picture")  # the encode's canvas needs it next, as after the tiles
         return out
 
     def _tiles(self, rgb: np.ndarray, full: FullPlan, compiled_for: Callable[[int, int], ov.CompiledModel],
@@ -174,17 +201,24 @@ class TwoPass:
                 request.wait()
                 slots.release()
             del requests
-            try:  # the encode's canvas needs that memory next (imaging.fullres counts it so); a new picture
-                compiled.release_memory()  # allocates it again, which costs little beside its tiles
-            except RuntimeError:
-                log.debug("tiles: activation memory still in use by another picture; kept")
+            # the encode's canvas needs that memory next (imaging.fullres counts it so); a new picture
+            _release(compiled, "tiles")  # allocates it again, which costs little beside its tiles
         return blender.finish()
 
 
+def _release(compiled: ov.CompiledModel, what: str) -> None:
+    """Give a shape's activation memory back; kept while another picture's inference still runs on it."""
+    try:
+        compiled.release_memory()
+    except RuntimeError:
+        log.debug("%s: activation memory still in use by another picture; kept", what)
+
+
 def latency_device(device: DeviceSection) -> DeviceSection:
-    """Pass 1's device settings: one stream over every core. Pass 1 is one request that the tiles wait for;
-    in THROUGHPUT's one-core-per-stream setup it left the other cores idle (at 1 MP it ran a third of the
-    picture's pixels on one of two cores: a third of the wall time)."""
+    """Every full-resolution engine's device settings: one stream over every core (module docstring). Pass 1
+    is one request that the tiles wait for; in THROUGHPUT's one-core-per-stream setup it left the other
+    cores idle (at 1 MP it ran a third of the picture's pixels on one of two cores: a third of the wall
+    time), and a lone whole picture ran at half speed."""
     return device.model_copy(update={"performance_hint": "LATENCY", "num_streams": "auto", "num_requests": "auto"})
 
 

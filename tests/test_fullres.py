@@ -156,9 +156,9 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
             naive = runner.run(np.asarray(photo), full, stats="own")
             tiles = plan_tiles(320, 240, tile=TILE_PX, margin=runner.margin_px)
             assert runner.pair()[1].cached_shapes() == [(tiles.tile_h, tiles.tile_w)], "one static tile shape"
-            first, second = runner.pair()  # pass 1 is one request the tiles wait for: every core on it
-            assert (first.effective["PERFORMANCE_HINT"], second.effective["PERFORMANCE_HINT"]) == ("LATENCY",
-                                                                                                  "THROUGHPUT")
+            first, second = runner.pair()  # one picture at a time over every core (twopass's docstring)
+            hints = {e.effective["PERFORMANCE_HINT"] for e in (first, second, runner.whole_engine())}
+            assert hints == {"LATENCY"} and runner.streams() == int(second.effective["NUM_STREAMS"]) >= 1
         finally:
             runner.close()
     assert whole.shape == tiled.shape == (240, 320, 3)
