@@ -133,7 +133,8 @@ def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, t
     assert data["choice"]["variant"] == first.variant
     again = choose(config, style, seconds=PROBE_S)
     assert again.how == "cached" and (again.variant, again.precision) == (first.variant, first.precision)
-    assert "pin with model.variant: " in again.summary() and f"device.inference_precision: {first.precision}" in again.summary()
+    summary = again.summary()
+    assert "pin with model.variant: " in summary and f"device.inference_precision: {first.precision}" in summary
     bigger = config.model_copy(update={"image": config.image.model_copy(update={"max_side": 96})})
     assert choose(bigger, style, seconds=PROBE_S).how == "measured"  # another shape, another decision
     assert len(_decisions(path)) == 2
