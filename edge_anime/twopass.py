@@ -10,13 +10,15 @@ started asynchronously on ``engine.num_requests`` infer requests taken in turn: 
 gives the results in order for the blend while the next one is already queued. Each running tile holds one
 of the pipeline's inference slots, so tiles and other pictures share the requests as every job does.
 
-Every engine here compiles with the LATENCY hint (``latency_device``): one stream over every core. A full-
-resolution picture is one long job, and measured on a 2-core AMX Xeon (f32, toon; the commands are in
-docs/fullres.md) one stream did a lone whole picture in half the time THROUGHPUT's one-core stream did
-(2.63-2.85 against 5.03-5.47 s/MP at 0.3-1 MP) and two at once as fast (2.63-2.83 against 2.70-2.83). A
-stream holds the activations of one inference however many requests queue on it, so the tiles are planned
-for one inference's memory (``streams``): tiles of twice the pixels, whose margins are a smaller share
-(12 MP: 30 tiles of 664x736 instead of 80 of 448x472, 11 % less time; 1 MP 6 %).
+Pass 1 compiles with the LATENCY hint (``latency_device``): one stream over every core. On a small box
+(up to ``LATENCY_MAX_CORES`` usable cores) the whole picture and pass 2 do too. A full-resolution picture
+is one long job, and measured on a 2-core AMX Xeon (f32, toon; the commands are in docs/fullres.md) one
+stream did a lone whole picture in half the time THROUGHPUT's one-core stream did (2.63-2.85 against
+5.03-5.47 s/MP at 0.3-1 MP) and two at once as fast (2.63-2.83 against 2.70-2.83). A stream holds the
+activations of one inference however many requests queue on it, so the tiles are planned for pass 2's
+streams (``streams``): on 2 cores tiles of twice the pixels, whose margins are a smaller share (12 MP: 30
+tiles of 664x736 instead of 80 of 448x472, 13 % less time). On a bigger box the configured hint stays: on
+the lent 16-core Xeon one stream ran 0.67-0.71x the speed of 4-16 (docs/design.md).
 
 Plain infer requests, not an ``AsyncInferQueue``: a queue made and dropped per call deadlocked in its
 destructor in ``probe`` (see its history); a request list has no such teardown.
@@ -36,11 +38,16 @@ from PIL import Image
 from .config import DeviceSection
 from .engine import Engine
 from .errors import ConfigError, ModelError
+from .host import usable_cores
 from .imaging.fullres import FullPlan, padded
 from .imaging.planner import resize_image
 from .imaging.tiling import Blender, cut_tile, plan_tiles
 
 log = logging.getLogger(__name__)
+
+# Up to this many usable cores the whole picture and pass 2 run one stream over every core (module
+# docstring): measured even with two one-core streams in a burst on 2 cores, 0.67-0.71x of 4-16 streams on 16.
+LATENCY_MAX_CORES = 4
 
 STATS_NAME = "gn_stats"
 ORIGIN_NAME = "tile_origin"
@@ -48,8 +55,8 @@ ORIGIN_NAME = "tile_origin"
 
 class TwoPass:
     """Runs ``FullPlan`` s for one style: the plain IR for whole pictures, the pass-1/pass-2 IRs for tiles,
-    each on an engine compiled on first use with the plain engine's device settings at the LATENCY hint and
-    its Core."""
+    each on an engine compiled on first use with the plain engine's Core and device settings, at the LATENCY
+    hint for pass 1 and, on a small box, for the others (``picture_device``)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -63,7 +70,7 @@ class TwoPass:
         runs these too)."""
         with self._lock:
             if self._whole is None:
-                self._whole = Engine(self.engine.model_info, latency_device(self.engine.device),
+                self._whole = Engine(self.engine.model_info, picture_device(self.engine.device),
                                      core=self.engine.core)
             return self._whole
 
@@ -88,9 +95,8 @@ class TwoPass:
                         "image.memory_budget_mb: re-run 'edge-anime convert' on its checkpoint (fp16 or fp32)")
                 first, second = found
                 self.margin_px = int(second.manifest["tiling"]["margin_px"])
-                latency = latency_device(self.engine.device)
-                self._pair = (Engine(first, latency, core=self.engine.core),
-                              Engine(second, latency, core=self.engine.core))
+                self._pair = (Engine(first, latency_device(self.engine.device), core=self.engine.core),
+                              Engine(second, picture_device(self.engine.device), core=self.engine.core))
             return self._pair
 
     def prepare(self) -> None:
@@ -214,11 +220,17 @@ def _release(compiled: ov.CompiledModel, what: str) -> None:
         log.debug("%s: activation memory still in use by another picture; kept", what)
 
 
+def picture_device(device: DeviceSection, cores: int | None = None) -> DeviceSection:
+    """The whole picture's and pass 2's device settings: LATENCY up to LATENCY_MAX_CORES usable cores, else
+    the configured ones."""
+    cores = cores if cores is not None else usable_cores()
+    return latency_device(device) if cores <= LATENCY_MAX_CORES else device
+
+
 def latency_device(device: DeviceSection) -> DeviceSection:
-    """Every full-resolution engine's device settings: one stream over every core (module docstring). Pass 1
-    is one request that the tiles wait for; in THROUGHPUT's one-core-per-stream setup it left the other
-    cores idle (at 1 MP it ran a third of the picture's pixels on one of two cores: a third of the wall
-    time), and a lone whole picture ran at half speed."""
+    """Pass 1's device settings: one stream over every core. Pass 1 is one request that the tiles wait for;
+    in THROUGHPUT's one-core-per-stream setup it left the other cores idle (at 1 MP it ran a third of the
+    picture's pixels on one of two cores: a third of the wall time)."""
     return device.model_copy(update={"performance_hint": "LATENCY", "num_streams": "auto", "num_requests": "auto"})
 
 

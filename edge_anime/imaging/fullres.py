@@ -5,7 +5,9 @@ Memory of one full-resolution picture, all of it counted against the budget (per
   Pillow's RGBX copy when it encodes (4); the last only after the tiles, whose activation memory
   ``twopass`` releases first, so the tile phase counts 6 bytes per pixel and the encode phase 10;
 - the blend accumulator, one tile row high (``tiling.Blender``): 16 bytes per pixel of that strip;
-- the activations of the tiles in flight: ``requests`` x ``estimate_inference_mb(tile, tile)``.
+- the activations of the tiles in flight: ``requests`` x ``estimate_inference_mb(tile, tile)``, where
+  ``requests`` is pass 2's streams (``TwoPass.streams``, one at the LATENCY hint): a stream holds one
+  inference's activations however many requests queue on it.
 Pass 1 (the downscaled copy whose GroupNorm statistics every tile uses) runs before the tiles and gives its
 activation memory back afterwards, so it is bounded on its own: the largest copy that fits beside the input.
 
