@@ -63,15 +63,18 @@ class TwoPass:
         self._lock = threading.Lock()
         self._pair: tuple[Engine, Engine] | None = None
         self._whole: Engine | None = None
+        self._picture_device = picture_device(engine.device)  # the whole picture's and pass 2's settings
         self.margin_px = 0
 
     def whole_engine(self) -> Engine:
-        """The plain IR at the LATENCY hint: whole pictures (made on the first one; a style without a pair
-        runs these too)."""
+        """The plain IR for whole pictures (a style without a pair runs these too): the plain engine itself
+        where ``picture_device`` keeps the configured settings (a big box), else one of its own at the LATENCY
+        hint, made on the first whole picture."""
+        if self._picture_device == self.engine.device:
+            return self.engine
         with self._lock:
             if self._whole is None:
-                self._whole = Engine(self.engine.model_info, picture_device(self.engine.device),
-                                     core=self.engine.core)
+                self._whole = Engine(self.engine.model_info, self._picture_device, core=self.engine.core)
             return self._whole
 
     def streams(self) -> int:
@@ -96,7 +99,7 @@ class TwoPass:
                 first, second = found
                 self.margin_px = int(second.manifest["tiling"]["margin_px"])
                 self._pair = (Engine(first, latency_device(self.engine.device), core=self.engine.core),
-                              Engine(second, picture_device(self.engine.device), core=self.engine.core))
+                              Engine(second, self._picture_device, core=self.engine.core))
             return self._pair
 
     def prepare(self) -> None:
@@ -155,13 +158,15 @@ class TwoPass:
     def _run_whole(self, rgb: np.ndarray, slots: threading.Semaphore) -> np.ndarray:
         height, width = rgb.shape[:2]
         canvas = cut_tile(rgb, 0, 0, *padded_hw(height, width))
-        compiled = self.whole_engine().compiled(canvas.shape[0], canvas.shape[1])
+        engine = self.whole_engine()
+        compiled = engine.compiled(canvas.shape[0], canvas.shape[1])
         request = compiled.create_infer_request()
         with slots:
             request.infer({0: canvas[None]}, share_inputs=True)
             out = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
         del request
-        _release(compiled, "whole picture")  # the encode's canvas needs it next, as after the tiles
+        if engine is not self.engine:  # the plain engine's shapes are bounded by its own cache and the styles'
+            _release(compiled, "whole picture")  # the encode's canvas needs it next, as after the tiles
         return out
 
     def _tiles(self, rgb: np.ndarray, full: FullPlan, compiled_for: Callable[[int, int], ov.CompiledModel],
