@@ -246,7 +246,9 @@ def test_sigterm_past_the_drain_timeout_puts_the_clip_back_untouched(
     cfg = service_config({"service": {"drain_timeout_seconds": 0.5}})
     root = Path(yaml.safe_load(cfg.read_text())["watch"]["root"])
     svc = start(services, cfg, tmp_path / "service.log")
-    src = make_clip(tmp_path / "long.mp4", seconds=12.0)
+    # far past the drain: on an AMX Xeon the test model ran a 12 s clip (288 frames) in 1.7 s at bf16 and
+    # finished inside the 0.5 s; the clip goes back on SIGTERM, so its length costs only its encode here
+    src = make_clip(tmp_path / "long.mp4", seconds=60.0)
     shutil.copyfile(src, root / "inbox" / "long.mp4")
     wait_until(lambda: _clip_in_work(svc), timeout_s=WORK_DEADLINE_S, what="the clip in work", proc=svc.proc,
                log=svc.log)
