@@ -38,6 +38,7 @@ class _Hub:
     origin: torch.Tensor | None = None  # [1, 4] with the statistics: where the tile sits (see resample)
     upsamples: int = 0  # decoder upsamplings done in this forward (0: H/4 -> H/2, 1: H/2 -> H)
     collected: list[torch.Tensor] = field(default_factory=list)  # [N, 2] per GroupNorm, pass 1
+    record: bool = False  # with given statistics, still collect each input's own (benchmarks/stats_estimates)
 
 
 class SplitGroupNorm(nn.Module):
@@ -59,12 +60,21 @@ class SplitGroupNorm(nn.Module):
         if hub.given is not None:
             mean = hub.given[:, self.index, 0].reshape(-1, 1, 1, 1)
             var = hub.given[:, self.index, 1].reshape(-1, 1, 1, 1)
+            if hub.record:
+                hub.collected.append(own_stats(x))
         else:
             mean = x.mean(dim=(1, 2, 3), keepdim=True)
             var = ((x - mean) * (x - mean)).mean(dim=(1, 2, 3), keepdim=True)
             hub.collected.append(torch.cat([mean.reshape(-1, 1), var.reshape(-1, 1)], dim=1))
         scale = torch.rsqrt(var + self.eps)
         return (x - mean) * scale * self.weight.reshape(1, -1, 1, 1) + self.bias.reshape(1, -1, 1, 1)
+
+
+def own_stats(x: torch.Tensor) -> torch.Tensor:
+    """[N, 2]: the mean and biased variance of each picture of ``x`` over (C, H, W)."""
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    var = ((x - mean) * (x - mean)).mean(dim=(1, 2, 3), keepdim=True)
+    return torch.cat([mean.reshape(-1, 1), var.reshape(-1, 1)], dim=1)
 
 
 def split_norms(generator: nn.Module) -> tuple[nn.Module, _Hub, int]:
