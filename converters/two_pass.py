@@ -61,20 +61,22 @@ class SplitGroupNorm(nn.Module):
             mean = hub.given[:, self.index, 0].reshape(-1, 1, 1, 1)
             var = hub.given[:, self.index, 1].reshape(-1, 1, 1, 1)
             if hub.record:
-                hub.collected.append(own_stats(x))
+                hub.collected.append(_stacked(*own_moments(x)))
         else:
-            mean = x.mean(dim=(1, 2, 3), keepdim=True)
-            var = ((x - mean) * (x - mean)).mean(dim=(1, 2, 3), keepdim=True)
-            hub.collected.append(torch.cat([mean.reshape(-1, 1), var.reshape(-1, 1)], dim=1))
+            mean, var = own_moments(x)
+            hub.collected.append(_stacked(mean, var))
         scale = torch.rsqrt(var + self.eps)
         return (x - mean) * scale * self.weight.reshape(1, -1, 1, 1) + self.bias.reshape(1, -1, 1, 1)
 
 
-def own_stats(x: torch.Tensor) -> torch.Tensor:
-    """[N, 2]: the mean and biased variance of each picture of ``x`` over (C, H, W)."""
+def own_moments(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean and biased variance of each picture of ``x`` over (C, H, W), each [N, 1, 1, 1]."""
     mean = x.mean(dim=(1, 2, 3), keepdim=True)
-    var = ((x - mean) * (x - mean)).mean(dim=(1, 2, 3), keepdim=True)
-    return torch.cat([mean.reshape(-1, 1), var.reshape(-1, 1)], dim=1)
+    return mean, ((x - mean) * (x - mean)).mean(dim=(1, 2, 3), keepdim=True)
+
+
+def _stacked(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    return torch.cat([mean.reshape(-1, 1), var.reshape(-1, 1)], dim=1)  # [N, 2], a row of gn_stats
 
 
 def split_norms(generator: nn.Module) -> tuple[nn.Module, _Hub, int]:
