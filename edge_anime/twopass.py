@@ -64,6 +64,7 @@ class TwoPass:
         self._pair: tuple[Engine, Engine] | None = None
         self._whole: Engine | None = None
         self._picture_device = picture_device(engine.device)  # the whole picture's and pass 2's settings
+        self._streams: int | None = None  # pass 2's NUM_STREAMS, set by the first ``streams``
         self.margin_px = 0
 
     def whole_engine(self) -> Engine:
@@ -79,11 +80,14 @@ class TwoPass:
 
     def streams(self) -> int:
         """How many inferences' activations the tiles hold at once: pass 2's streams (the plan's
-        ``requests``), however many requests queue on them."""
-        try:
-            return max(1, int(self.pair()[1].effective.get("NUM_STREAMS", 1)))
-        except ModelError:
-            return 1  # no pair: whole pictures only, which the plan sizes without it
+        ``requests``), however many requests queue on them. Read once: the pipeline asks on every picture,
+        and a style without a pair would search its manifest and raise each time."""
+        if self._streams is None:
+            try:
+                self._streams = max(1, int(self.pair()[1].effective.get("NUM_STREAMS", 1)))
+            except ModelError:
+                self._streams = 1  # no pair: whole pictures only, which the plan sizes without it
+        return self._streams
 
     def pair(self) -> tuple[Engine, Engine]:
         """The pass-1 and pass-2 engines; a ``ModelError`` naming the fix when the style has no pair."""
