@@ -2,8 +2,8 @@
 
 The published CPU tuning write-up found its time in four layers (I/O, runtime, framework, hardware) with
 four tools. ``measure`` gives the same answer in one run: per-stage seconds (read, decode, resize = I/O and
-imaging; compile, wait, infer = runtime; encode, write = output), the process's CPU utilisation against
-all cores (hardware kept busy or not), peak RSS, and the properties the plugin chose.
+imaging; compile, wait, infer = runtime; tone = the style's tone guard; encode, write = output), the process's
+CPU utilisation against all cores (hardware kept busy or not), peak RSS, and the properties the plugin chose.
 
 One core function behind ``edge-anime bench`` and ``edge-anime tune``; the command modules only parse and print.
 """

@@ -34,6 +34,26 @@ TILING_ROLES = ("gn_stats_out", "gn_stats_in")
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
+TONE_KEYS = ("enabled", "strength", "neutral")
+
+
+@dataclass(frozen=True)
+class ToneSpec:
+    """The style's ``tone:`` mapping: the tone guard after inference (``edge_anime.imaging.tone``).
+
+    A manifest without ``tone`` gets these defaults: the guard is for every style, published checkpoints
+    converted before the key existed too, because a washed-out or colour-cast picture is never a style's
+    intent and the guard leaves a picture with enough contrast and grey greys as it is. A style whose tint
+    of whites is the point sets ``neutral: false``; one that must come out exactly as the IR gives it sets
+    ``enabled: false``."""
+
+    enabled: bool = True   # run the guard at all
+    strength: float = 1.0  # 0..1: how far the range stretch and the pull toward grey go (0: identity)
+    neutral: bool = True   # also pull the output to grey where the photo is neutral
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "strength": self.strength, "neutral": self.neutral}
+
 
 @dataclass(frozen=True)
 class VariantSpec:
@@ -76,6 +96,11 @@ class ModelInfo:
     def size_multiple(self) -> int:
         """Smallest multiple H and W must have for the output to come back at the input size."""
         return int(self.manifest.get("input", {}).get("size_multiple", 4))
+
+    @property
+    def tone(self) -> ToneSpec:
+        """The style's tone guard settings (``tone:`` in the manifest, checked when it was read)."""
+        return tone_spec(self.style_manifest or self.manifest)
 
     @property
     def bin_sha256(self) -> str:
@@ -197,7 +222,35 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): {repair_hint(directory)}"
         )
     _check_variants(path, data)
+    _check_tone(path, data)
     return data
+
+
+def _check_tone(path: Path, data: dict[str, Any]) -> None:
+    """``tone:`` is optional; when present, a mapping of ``TONE_KEYS`` with the right types and ranges."""
+    tone = data.get("tone")
+    if tone is None:
+        return
+    if not isinstance(tone, dict):
+        raise ModelError(f"{path}: tone: expected a mapping like {{enabled: true, strength: 1.0, neutral: true}}, "
+                         f"got {tone!r}")
+    for key, value in tone.items():
+        if key not in TONE_KEYS:
+            raise ModelError(f"{path}: tone.{key}: unknown key; expected one of: {', '.join(TONE_KEYS)}")
+        if key in ("enabled", "neutral") and not isinstance(value, bool):
+            raise ModelError(f"{path}: tone.{key}: expected true or false, got {value!r}")
+        if key == "strength" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0.0 <= float(value) <= 1.0):
+            raise ModelError(f"{path}: tone.strength: expected a number from 0 to 1, got {value!r}")
+
+
+def tone_spec(manifest: dict[str, Any]) -> ToneSpec:
+    """The manifest's ``tone:`` as a ``ToneSpec`` (defaults for what it leaves out; see ``ToneSpec``)."""
+    tone = manifest.get("tone") or {}
+    default = ToneSpec()
+    return ToneSpec(enabled=bool(tone.get("enabled", default.enabled)),
+                    strength=float(tone.get("strength", default.strength)),
+                    neutral=bool(tone.get("neutral", default.neutral)))
 
 
 def _check_variants(path: Path, data: dict[str, Any]) -> None:

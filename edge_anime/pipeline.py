@@ -41,13 +41,16 @@ from .errors import InputError, TransientError
 from .fsutil import TRANSIENT_ERRNOS, write_atomic
 from .host import usable_cores
 from .imaging.encoder import FORMAT_BY_EXT
+from .imaging.tone import restore_tone
+from .models import ModelInfo, ToneSpec
 
 log = logging.getLogger(__name__)
 
 # Stage names, in the order a job passes them; every JobResult carries all of them (0.0 when not reached).
 # compile: a static shape compiled (or loaded from the model cache) for this job's size;
 # wait: time the decoded image waited for a free inference request.
-STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "encode", "write")
+# tone: the style's tone guard on the model's output (imaging.tone), before finish and encode.
+STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "tone", "encode", "write")
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Job:
     data: bytes | None = field(default=None, repr=False, compare=False)
     planned: Any = field(default=None, repr=False, compare=False)  # an imaging.Decoded already planned
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
+    tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
 
 
 @dataclass
@@ -121,6 +125,7 @@ class Pipeline:
         decode_threads, encode_threads = stage_threads(config)
         self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
+        self.tone = tone_for(engine.model_info, config)  # the style's guard (None: off), imaging.tone
         self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
             from .twopass import TwoPass
@@ -325,8 +330,14 @@ class Pipeline:
     def _encode_stage(self, work: _Work) -> None:
         try:
             cfg = self.config
-            start = time.perf_counter()
             assert work.stylized is not None
+            toned = time.perf_counter()
+            if self.tone is not None and work.job.tone:
+                # the picture as fed to the model: with resize: full the whole one, so every tile gets one map
+                work.stylized = restore_tone(work.stylized, work.planned.rgb, strength=self.tone.strength,
+                                             neutral=self.tone.neutral)
+            start = time.perf_counter()
+            work.timings["tone"] = start - toned
             image = imaging.finish(work.stylized, work.planned, cfg.image)
             work.out_size = image.size
             work.stylized = None
@@ -367,6 +378,15 @@ class Pipeline:
                 self._in_flight -= 1
                 self._state.notify_all()
             self._slots.release()
+
+
+def tone_for(model: ModelInfo, config: Config) -> ToneSpec | None:
+    """The tone guard a style's pictures get: its manifest's ``tone:``, unless ``image.tone: off`` turns it off
+    for every style; None when off or at strength 0."""
+    spec = model.tone
+    if config.image.tone == "off" or not spec.enabled or spec.strength <= 0:
+        return None
+    return spec
 
 
 def stage_threads(config: Config, *, cores: int | None = None) -> tuple[int, int]:

@@ -4,7 +4,8 @@
       frame of the clip is one static shape) -> ``Pipeline.submit``: the same engine, requests and encode
       threads as the photos, with the same back-pressure;
   the pipeline: inference of ``engine.num_requests`` frames at once (both cores busy), ``imaging.finish``;
-  writer (its own thread): takes the frames back in their order, blends static regions (``stability``),
+  writer (its own thread): takes the frames back in their order, runs the style's tone guard with its map
+  smoothed across frames (``imaging.tone.ToneTrack`` says why there), blends static regions (``stability``),
   encodes and muxes them between the audio packets they were read with (``writer.ClipWriter``).
 
 Memory does not grow with the clip's length: a window of frames (``pipeline.max_in_flight`` + 2) is in
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 from .. import imaging
 from ..config import Config
@@ -32,6 +34,7 @@ from ..errors import InputError, TransientError
 from ..imaging.decoded import Decoded
 from ..imaging.decoder import DRAFT_REDUCING_GAP
 from ..imaging.geometry import MIN_SIDE_PX, target_size
+from ..imaging.tone import ToneTrack
 from ..pipeline import Job, JobResult, Pipeline
 from .probe import ClipInfo, check_limits, open_input, read_info
 from .stability import Flicker, Smoother, static_weight
@@ -240,7 +243,8 @@ def _read_all(clip: _Clip, container: Any) -> None:
         pts = item.pts if item.pts is not None else int(index / (clip.info.fps * video.time_base))
         clip.wait_window()
         clip.events.put(_Frame(index=index, pts=pts, rotation=item.rotation, planned=planned.rgb, weight=weight))
-        clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame))
+        clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame,
+                                 tone=False))  # the writer runs the tone guard, in frame order
         clip.submitted += 1
         index += 1
 
@@ -286,6 +290,8 @@ def _demux(clip: _Clip, container: Any) -> Iterator[Any]:
 def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], None] | None) -> None:
     """The writer: frames back in order, blended, encoded; audio muxed between them as it was read."""
     smoother = Smoother(clip.config.video.temporal_smoothing)
+    spec = clip.pipeline.tone
+    track = None if spec is None else ToneTrack(strength=spec.strength, neutral=spec.neutral)
     last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # planned input, raw output, shown output
     try:
         while True:
@@ -304,6 +310,8 @@ def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], N
                 raise result.error
             assert result.image is not None
             raw = np.asarray(result.image)  # RGB: a clip has no alpha
+            if track is not None:
+                raw = track.apply(raw, _at_size(event.planned, raw.shape))
             shown = smoother.apply(raw, event.weight)
             clip.flicker.add(event.weight, (event.planned, last[0] if last else None),
                              (raw, last[1] if last else None), (shown, last[2] if last else None))
@@ -318,6 +326,14 @@ def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], N
         return
     except BaseException as exc:  # noqa: BLE001 - the clip's error; the reader stops on it
         clip.fail(exc)
+
+
+def _at_size(planned: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The frame as fed to the model at the output's size (it differs with ``image.upscale_to_original``)."""
+    if planned.shape == shape:
+        return planned
+    resized: np.ndarray = np.asarray(Image.fromarray(planned).resize((shape[1], shape[0]), Image.Resampling.BILINEAR))
+    return resized
 
 
 def _settle_in_flight(clip: _Clip) -> None:
