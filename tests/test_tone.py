@@ -83,11 +83,12 @@ def test_every_washed_out_ratio_the_issue_measured_reaches_the_target(shrink: fl
 
 
 def _strong_style(photo: np.ndarray) -> np.ndarray:
-    """What a strong style may do and the guard must keep: more contrast, posterized flat paint, warmer
+    """What a strong style may do and the guard must keep: more contrast, flat bands of lightness, warmer
     colours where the photo is colourful, greys left grey."""
     f = photo.astype(np.float32)
     out = (f - f.mean()) * 1.25 + f.mean()
-    out = np.floor(out / 24) * 24 + 12
+    luma = out @ np.array([0.299, 0.587, 0.114], np.float32)
+    out += (np.floor(luma / 24) * 24 + 12 - luma)[..., None]  # flat bands of lightness, a grey kept grey
     colourful = (photo.max(axis=2).astype(np.int16) - photo.min(axis=2)) > 30
     out[colourful] += np.array([18, -6, -18], np.float32)
     return np.clip(out, 0, 255).astype(np.uint8)
