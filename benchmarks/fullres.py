@@ -69,7 +69,7 @@ def ensure_model(folder: Path) -> Path:
     if (folder / "manifest.yaml").is_file():
         return folder
     print(f"converting models/toon/toon.pt with its tiling pair into {folder} (once)", flush=True)
-    return convert(REPO / "models" / "toon" / "toon.pt", name=folder.name, precision="fp16",
+    return convert(REPO / "training" / "checkpoints" / "toon.pt", name=folder.name, precision="fp16",
                    output_dir=folder.parent, style="toon", verify_limit=2)
 
 

@@ -37,7 +37,7 @@ from PIL import Image
 from _common import PHOTOS_DIR, REPO, RESULTS_DIR, machine, markdown_table, median, write_results
 
 MAX_SIDE_PX = 512
-TOON_CHECKPOINT = REPO / "models" / "toon" / "toon.pt"
+TOON_CHECKPOINT = REPO / "training" / "checkpoints" / "toon.pt"
 TORCHSCRIPT = RESULTS_DIR / "models" / "toon_torchscript.pt"
 READY_DEADLINE_S = 300.0
 

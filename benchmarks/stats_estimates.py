@@ -50,7 +50,7 @@ class Probe:
         from edge_anime_converters.sources import load_torch_source
 
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
-        source = load_torch_source(REPO / "models" / "toon" / "toon.pt", name="toon", upsample_align=None)
+        source = load_torch_source(REPO / "training" / "checkpoints" / "toon.pt", name="toon", upsample_align=None)
         self.torch = torch
         self.model, self.hub, _ = two_pass.split_norms(source.module.eval())
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from training.target import resize_long_side, toonify
+from training.target import DEFAULT_PARAMS, ToonParams, resize_long_side, toonify
 
 # name -> licence, as stated in skimage.data (only wheel-bundled files).
 COLOUR_PHOTOS: dict[str, str] = {
@@ -92,25 +92,29 @@ class Pair:
 
 def build_pool(*, seed: int, long_sides_px: tuple[int, ...] = LONG_SIDES_PX,
                jitters: int = JITTERS_PER_IMAGE, names: list[str] | None = None,
-               scene_jitters: int = 0) -> list[Pair]:
-    """Render every (photo, scale, jitter) target once; deterministic for a seed.
+               scene_jitters: int = 0, params: ToonParams = DEFAULT_PARAMS,
+               extra: list[tuple[str, NDArray[np.uint8]]] | None = None) -> list[Pair]:
+    """Render every (photo, scale, jitter) target once with the style ``params``; deterministic for a seed.
 
-    ``scene_jitters`` more per (photo, scale) get ``scene_jitter`` (strong cast, low contrast).
+    ``scene_jitters`` more per (photo, scale) get ``scene_jitter`` (strong cast, low contrast). ``extra``:
+    more (name, RGB u8) photos beside scikit-image's (training/sources.py, training/synth.py); a photo is
+    never enlarged, so a scale above its long side is skipped.
     """
     rng = np.random.default_rng(seed)
     chosen = names if names is not None else [*COLOUR_PHOTOS, *GREY_PHOTOS]
+    photos = [(name, load_photo(name), name in GREY_PHOTOS) for name in chosen]
+    photos += [(name, rgb, False) for name, rgb in (extra or [])]
     pool: list[Pair] = []
-    for name in chosen:
-        base = load_photo(name)
-        for long_side in long_sides_px:
+    for _name, base, grey in photos:
+        sides = [s for s in long_sides_px if s <= max(base.shape[:2])] or [max(base.shape[:2])]
+        for long_side in sides:
             scaled = resize_long_side(base, long_side)
             for j in range(jitters):
-                grey = name in GREY_PHOTOS
                 photo = scaled if (j == 0 and not grey) else jitter(scaled, rng, tint=grey)
-                pool.append(Pair(photo=photo, target=toonify(photo)))
+                pool.append(Pair(photo=photo, target=toonify(photo, params=params)))
             for _ in range(scene_jitters):
-                photo = scene_jitter(jitter(scaled, rng, tint=name in GREY_PHOTOS), rng)
-                pool.append(Pair(photo=photo, target=toonify(photo)))
+                photo = scene_jitter(jitter(scaled, rng, tint=grey), rng)
+                pool.append(Pair(photo=photo, target=toonify(photo, params=params)))
     return pool
 
 

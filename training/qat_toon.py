@@ -168,7 +168,7 @@ def qat(checkpoint: Path, *, steps: int, crop_px: int, batch: int, lr: float, se
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, default=Path("models/toon/toon.pt"))
+    p.add_argument("--checkpoint", type=Path, default=Path("training/checkpoints/toon.pt"))
     p.add_argument("--out", type=Path, required=True, help="folder for model_int8.xml/.bin and qat.json")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--budget-min", type=float, default=10.0, help="wall-clock cap on fine-tuning")

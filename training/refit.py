@@ -38,15 +38,21 @@ def _features(model: Generator, x: torch.Tensor) -> torch.Tensor:
 
 
 def refit_output_layer(model: Generator, pool: list, *, seed: int,
-                       long_side_px: int = REFIT_LONG_SIDE_PX) -> tuple[float, float]:
-    """Fit ``model.out_layer`` in place on whole pool images of ``long_side_px``; returns L1 before, after."""
+                       long_side_px: int | tuple[int, ...] = REFIT_LONG_SIDE_PX,
+                       max_images: int | None = None) -> tuple[float, float]:
+    """Fit ``model.out_layer`` in place on whole pool images of ``long_side_px``; returns L1 before, after.
+
+    ``max_images``: an even subsample of the matching pictures (a 1024 px forward pass costs seconds on CPU).
+    """
     rng = np.random.default_rng(seed)
+    sides = (long_side_px,) if isinstance(long_side_px, int) else long_side_px
+    chosen = [pair for pair in pool if max(pair.photo.shape[:2]) in sides]
+    if max_images is not None and len(chosen) > max_images:
+        chosen = [chosen[i] for i in np.linspace(0, len(chosen) - 1, max_images).round().astype(int)]
     feats, goals = [], []
     model.eval()
     with torch.no_grad():
-        for pair in pool:
-            if max(pair.photo.shape[:2]) != long_side_px:
-                continue
+        for pair in chosen:
             h, w = (s - s % 4 for s in pair.photo.shape[:2])
             f = _features(model, to_tensor(pair.photo[None, :h, :w]))[0].reshape(f_ch := model.out_layer[0].in_channels, -1)
             y = to_tensor(pair.target[None, :h, :w])[0].reshape(3, -1)
@@ -68,6 +74,19 @@ def refit_output_layer(model: Generator, pool: list, *, seed: int,
     after = float(F.l1_loss(torch.tanh(feat @ weight.T), goal).detach())
     with torch.no_grad():
         model.out_layer[0].weight.copy_(weight.detach().reshape_as(model.out_layer[0].weight))
+    return before, after
+
+
+def refit_file(ckpt: Path, *, pool_cache: Path, out: Path, seed: int,
+               long_sides_px: tuple[int, ...] = (512, 1024), max_images: int = 60) -> tuple[float, float]:
+    """Refit a train_toon ckpt.pt on a cached pool's whole pictures and export the fp16 state dict."""
+    torch.manual_seed(seed)
+    model = Generator(upsample_align=True)
+    model.load_state_dict(torch.load(ckpt, weights_only=True)["model"])
+    pool = load_or_build_pool(pool_cache, seed=seed)
+    before, after = refit_output_layer(model, pool, seed=seed, long_side_px=long_sides_px, max_images=max_images)
+    export_state_dict(model, out)
+    (out.parent / f"{out.stem}_refit.json").write_text(f'{{"l1_before": {before:.5f}, "l1_after": {after:.5f}}}\n')
     return before, after
 
 

@@ -30,7 +30,14 @@ TUNED_LONG_SIDE_PX = 512
 
 @dataclass(frozen=True)
 class ToonParams:
-    """Knobs of the target; the defaults are the shipped style (tuned by eye, see docs/toon.md)."""
+    """Knobs of a style's target; each bundled style is one set of them (``STYLES``), tuned by eye.
+
+    Lengths are in pixels of the *working* picture: the colour layer (smoothing, bands, palette) is always
+    computed with the long side at most ``work_long_side_px`` and brought up to the photo's size, while the
+    ink is drawn at the photo's own size with its widths scaled by ``long side / TUNED_LONG_SIDE_PX``. So a
+    1024 px photo gets the same flat areas as a 512 px one and lines twice as wide, crisp at 100 %: the
+    look holds at the runtime's default ``max_side`` (issue 27), not only at 256-512 px.
+    """
 
     bilateral_passes: int = 4
     bilateral_radius_px: int = 3
@@ -40,13 +47,32 @@ class ToonParams:
     levels: int = 8  # lightness bands over L 0..100
     band_sharpness: float = 0.6  # tanh slope per L unit; higher = harder band edges
     chroma_gain: float = 1.25
+    chroma_step: float = 0.0  # a*/b* snap to a grid of this many Lab units (0: off); fewer distinct colours
+    chroma_sharpness: float = 0.5  # tanh slope of that snap
+    contrast: float = 1.0  # lightness spread about the picture's median, before the bands (>1: livelier)
+    max_chroma: float = 90.0  # a soft ceiling on C* so boosted colours stay in gamut instead of clipping
     dog_sigma_px: float = 1.0
     dog_k: float = 1.6
     line_threshold: float = 1.4  # L units of DoG below which ink starts
     line_softness: float = 1.5  # L units over which ink ramps to full
     line_darkness: float = 0.85  # 1.0 = pure black ink
     min_line_area_px: int = 24  # connected ink blobs smaller than this are dropped
+    work_long_side_px: int = 0  # 0: the colour layer at the photo's own size (the first toon's behaviour)
+    gradient_px_for_hard: float = 0.0  # L units per px at which bands reach band_sharpness (0: always hard)
+    smooth_band_sharpness: float = 0.08  # the bands' slope on smooth gradients (skies)
 
+
+# toon: soft painted cel bands, thin dark-brown-black ink, a gentle palette snap: a storybook cartoon.
+TOON = ToonParams(bilateral_passes=6, bilateral_sigma_lab=8.0, edge_after_passes=2, levels=7,
+                  band_sharpness=0.9, chroma_gain=1.3, chroma_step=8.0, chroma_sharpness=0.5, contrast=1.1,
+                  line_threshold=1.4, line_softness=1.3, line_darkness=0.85, min_line_area_px=30,
+                  work_long_side_px=512, gradient_px_for_hard=1.5)
+# cel: anime cel shading: few hard tone steps, a coarse palette, vivid colour and bold black ink.
+CEL = ToonParams(bilateral_passes=7, bilateral_sigma_lab=9.0, edge_after_passes=2, levels=5,
+                 band_sharpness=1.6, chroma_gain=1.5, chroma_step=12.0, chroma_sharpness=0.6, contrast=1.15,
+                 dog_sigma_px=1.2, line_threshold=1.2, line_softness=1.0, line_darkness=1.0,
+                 min_line_area_px=36, work_long_side_px=448, gradient_px_for_hard=1.0)
+STYLES: dict[str, ToonParams] = {"toon": TOON, "cel": CEL}
 
 DEFAULT_PARAMS = ToonParams()
 
@@ -76,37 +102,85 @@ def _bilateral_lab(lab: NDArray[np.float32], p: ToonParams) -> NDArray[np.float3
     return acc / wsum
 
 
+def _soft_snap(x: NDArray[np.float32], step: float, sharpness: float) -> NDArray[np.float32]:
+    """Snap to multiples of ``step`` with a tanh ramp between them: flat steps a network can still learn."""
+    nearest = np.round(x / step) * step
+    return (nearest + (step / 2.0) * np.tanh(sharpness * (x - nearest))).astype(np.float32)
+
+
 def _quantise_lightness(lightness: NDArray[np.float32], p: ToonParams) -> NDArray[np.float32]:
+    """Bands whose edges are hard where the picture has detail and soft where it is a smooth gradient.
+
+    Why the gradient-dependent slope (Winnemöller 2006, section 3.2): a fixed hard slope cuts a clear sky or
+    a lit wall into contour rings, which reads as a bad GIF, not as cel paint; anime skies stay gradients.
+    """
+    if p.gradient_px_for_hard <= 0:
+        return _soft_snap(lightness, 100.0 / p.levels, p.band_sharpness)
+    gy, gx = np.gradient(ndimage.gaussian_filter(lightness, 1.0))
+    hard = np.clip(np.hypot(gx, gy) / p.gradient_px_for_hard, 0.0, 1.0)
+    slope = (p.smooth_band_sharpness + (p.band_sharpness - p.smooth_band_sharpness) * hard).astype(np.float32)
     step = 100.0 / p.levels
     nearest = np.round(lightness / step) * step
-    return nearest + (step / 2.0) * np.tanh(p.band_sharpness * (lightness - nearest))
+    return (nearest + (step / 2.0) * np.tanh(slope * (lightness - nearest))).astype(np.float32)
 
 
-def _ink(lightness: NDArray[np.float32], p: ToonParams) -> NDArray[np.float32]:
-    """Ink coverage in [0, 1] from the dark side of a difference of Gaussians."""
-    dog = ndimage.gaussian_filter(lightness, p.dog_sigma_px) - ndimage.gaussian_filter(
-        lightness, p.dog_sigma_px * p.dog_k
-    )
+def _ink(lightness: NDArray[np.float32], p: ToonParams, scale: float = 1.0) -> NDArray[np.float32]:
+    """Ink coverage in [0, 1] from the dark side of a difference of Gaussians, widths times ``scale``."""
+    sigma = p.dog_sigma_px * scale
+    dog = ndimage.gaussian_filter(lightness, sigma) - ndimage.gaussian_filter(lightness, sigma * p.dog_k)
     ink = np.clip((-dog - p.line_threshold) / p.line_softness, 0.0, 1.0)
-    solid = morphology.remove_small_objects(ink > 0.3, max_size=p.min_line_area_px)
-    keep = ndimage.binary_dilation(solid, iterations=1)
+    solid = morphology.remove_small_objects(ink > 0.3, max_size=max(1, round(p.min_line_area_px * scale * scale)))
+    keep = ndimage.binary_dilation(solid, iterations=max(1, round(scale)))
     return (ink * keep).astype(np.float32)
+
+
+def _colour_layer(lab: NDArray[np.float32], p: ToonParams) -> NDArray[np.float32]:
+    """Bands, livelier contrast, boosted but in-gamut chroma and a coarser palette on the smoothed Lab."""
+    out = lab.copy()
+    lightness = lab[..., 0]
+    if p.contrast != 1.0:
+        mid = float(np.median(lightness))
+        lightness = np.clip(mid + (lightness - mid) * p.contrast, 0.0, 100.0)
+    out[..., 0] = _quantise_lightness(lightness.astype(np.float32), p)
+    chroma = np.hypot(lab[..., 1], lab[..., 2])
+    boosted = p.max_chroma * np.tanh(chroma * p.chroma_gain / p.max_chroma)
+    out[..., 1:] *= (boosted / np.maximum(chroma, 1e-6))[..., None]
+    if p.chroma_step > 0:  # snap C* only: hues stay continuous, near-greys snap to grey (no cast)
+        snapped = np.maximum(_soft_snap(boosted.astype(np.float32), p.chroma_step, p.chroma_sharpness), 0.0)
+        out[..., 1:] *= (snapped / np.maximum(boosted, 1e-6))[..., None]
+    return out
+
+
+def _resize_float(img: NDArray[np.float32], size: tuple[int, int]) -> NDArray[np.float32]:
+    from skimage.transform import resize
+
+    return resize(img, size, order=1, anti_aliasing=False, preserve_range=True).astype(np.float32)
 
 
 def toonify(rgb: NDArray[np.uint8], *, params: ToonParams = DEFAULT_PARAMS) -> NDArray[np.uint8]:
     """RGB u8 [H, W, 3] photo -> RGB u8 [H, W, 3] cartoon of the same size."""
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
         raise ValueError(f"toonify expects an RGB uint8 array [H, W, 3], got {rgb.dtype} {rgb.shape}")
-    lab = color.rgb2lab(rgb).astype(np.float32)
+    h, w = rgb.shape[:2]
+    long_side = max(h, w)
+    work = params.work_long_side_px
+    small = resize_long_side(rgb, work) if work and long_side > work else rgb
+    lab = color.rgb2lab(small).astype(np.float32)
     edge_source = lab
     for i in range(p_passes := params.bilateral_passes):
         lab = _bilateral_lab(lab, params)
         if i + 1 == min(params.edge_after_passes, p_passes):
             edge_source = lab
-    ink = _ink(edge_source[..., 0], params)
-    out = lab.copy()
-    out[..., 0] = _quantise_lightness(lab[..., 0], params)
-    out[..., 1:] *= params.chroma_gain
+    out = _colour_layer(lab, params)
+    edge_l = edge_source[..., 0]
+    scale = 1.0
+    if small is not rgb:  # colour layer up to the photo's size; ink drawn there, crisp, widths scaled
+        out = _resize_float(out, (h, w))
+        edge_l = _resize_float(edge_l, (h, w))
+        scale = long_side / TUNED_LONG_SIDE_PX
+    elif work:
+        scale = long_side / TUNED_LONG_SIDE_PX if long_side > TUNED_LONG_SIDE_PX else 1.0
+    ink = _ink(edge_l, params, scale)
     out[..., 0] *= 1.0 - params.line_darkness * ink
     out[..., 1:] *= 1.0 - params.line_darkness * ink[..., None]
     rendered = color.lab2rgb(out)

@@ -1,0 +1,71 @@
+"""Put a trained style into ``models/STYLE/``: FP16 IR with its tiling pair, the INT8 variant, the manifest.
+
+    python -m training.ship_style training/runs/cel/cel.pt --style cel [--calib ../shared/photos]
+
+Why a script and not just ``edge-anime convert`` twice: the checkpoint is kept in ``training/checkpoints/``
+(not in ``models/``: two styles' checkpoints would take ``models/`` past its 24 MB budget, and the runtime
+never reads them); the converter's ``verify.png`` (4 rows of noisy synthetic images, ~1.8 MB) is re-encoded
+as a 64-colour palette PNG (~0.25 MB): it is a picture for a person, not data, and nothing hashes it; and
+the INT8 variant needs calibration photos, which ``--calib`` names (NNCF PTQ on real photos; without them
+the style ships FP16 only and says so).
+
+Re-running it on a shipped checkpoint rebuilds the IRs in place (the same weights: ``converters.variants``).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from PIL import Image
+
+VERIFY_PNG = "verify.png"
+VERIFY_PNG_COLOURS = 64
+MODELS_BUDGET_BYTES = 24 * 1024 * 1024  # issue 27; tests/test_toon.py pins the same
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+
+
+def shrink_png(path: Path) -> None:
+    with Image.open(path) as im:
+        palette = im.convert("RGB").quantize(colors=VERIFY_PNG_COLOURS, method=Image.Quantize.MEDIANCUT)
+    tmp = path.with_name(f".{path.name}.tmp")
+    palette.save(tmp, format="PNG", optimize=True)
+    tmp.replace(path)
+
+
+def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | None) -> Path:
+    """Convert fp16 (align_corners decoder, tiling pair) and int8, keep the checkpoint; returns the folder."""
+    from edge_anime_converters.convert import convert
+
+    kept = CHECKPOINTS / f"{style}.pt"
+    if checkpoint.resolve() != kept.resolve():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.tmp")
+        shutil.copyfile(checkpoint, tmp)
+        tmp.replace(kept)
+    folder = convert(kept, name=style, precision="fp16", output_dir=models_dir, upsample_align=True)
+    if calib_dir is not None:
+        folder = convert(kept, name=style, precision="int8", output_dir=models_dir, upsample_align=True,
+                         calib_dir=calib_dir)
+    if (folder / VERIFY_PNG).is_file():
+        shrink_png(folder / VERIFY_PNG)
+    total = sum(p.stat().st_size for p in models_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    if total >= MODELS_BUDGET_BYTES:
+        raise SystemExit(f"{models_dir}: {total} bytes, over the {MODELS_BUDGET_BYTES} byte budget")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", type=Path, help="fp16 state dict written by training.train_style")
+    p.add_argument("--style", required=True, help="the style's name: models/STYLE/, training/checkpoints/STYLE.pt")
+    p.add_argument("--models-dir", type=Path, default=Path("models"))
+    p.add_argument("--calib", type=Path, default=None, help="photos for the INT8 variant (e.g. ../shared/photos)")
+    a = p.parse_args(argv)
+    folder = ship(a.checkpoint, style=a.style, models_dir=a.models_dir, calib_dir=a.calib)
+    print(f"{folder}: " + ", ".join(f"{f.name} {f.stat().st_size}" for f in sorted(folder.iterdir())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
