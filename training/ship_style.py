@@ -33,6 +33,41 @@ def shrink_png(path: Path) -> None:
     tmp.replace(path)
 
 
+DESCRIPTIONS = {
+    "toon": "soft painted cel bands, thin dark ink and a gently simplified palette: a storybook cartoon",
+    "cel": "anime cel shading: few hard tone steps, a coarse palette, vivid colour and bold black ink",
+}
+LICENSE_TEMPLATE = """\
+# The bundled `{style}` style: licence and provenance
+
+**Licence: MIT**, the same as the project's code (`LICENSE` at the top of the repository): use it, ship it
+and sell pictures made with it, commercially included.
+
+**What it is.** {description}. The AnimeGANv2 generator architecture (77 tensors, 2,143,552 parameters, the
+layout of the MIT-licensed bryandlee/animegan2-pytorch `Generator`) with weights trained by this project on
+2 CPU cores. No published AnimeGANv2 weights were used or fine-tuned: nothing in it descends from the
+`paprika`, `face_paint_512_*` or `celeba_distill` checkpoints or from TachibanaYoshino/AnimeGANv2, so their
+terms do not apply.
+
+**Training data.** Only pictures whose licence allows it: CC0 and public-domain photos from Debian's
+`budgie-backgrounds` and scikit-image's wheel, CC BY 4.0 photos from Debian's `lomiri-wallpapers-16.04`
+(Aitzol Berasategi; Trevor "Freespace"; Jakub Mede; attribution as listed in `training/DATA.md`), and
+procedural scenes made by `training/synth.py`. The targets are rendered from those photos by the project's
+own cartoon filter (`training/target.py`, style `{style}`). Evaluation photos (`../shared/photos`) were never
+trained on.
+
+**How to rebuild it.** `python -m training.train_style --style {style}` then
+`python -m training.ship_style training/runs/{style}/{style}.pt --style {style} --calib PHOTOS`
+(`docs/styles.md`: recipe, seeds, figures).
+
+**Files.** `model.xml` + `model.bin` (fp16 OpenVINO IR; `model_fp16_pass1.xml` / `model_fp16_pass2.xml`, the
+tiling pair of `image.resize: full`, share its `.bin`), `model_int8.*` (the INT8 variant), `manifest.yaml`
+(digests and verification; the runtime refuses an IR that does not match it). The repository also keeps
+`training/checkpoints/{style}.pt` (the PyTorch checkpoint the IRs were converted from) and `verify.png`; the
+runtime wheel leaves them out.
+"""
+
+
 def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | None) -> Path:
     """Convert fp16 (align_corners decoder, tiling pair) and int8, keep the checkpoint; returns the folder."""
     from edge_anime_converters.convert import convert
@@ -49,6 +84,8 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
                          calib_dir=calib_dir)
     if (folder / VERIFY_PNG).is_file():
         shrink_png(folder / VERIFY_PNG)
+    (folder / "LICENSE.md").write_text(LICENSE_TEMPLATE.format(style=style, description=DESCRIPTIONS.get(
+        style, f"The {style} style").rstrip(".").capitalize()), encoding="utf-8")
     total = sum(p.stat().st_size for p in models_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     if total >= MODELS_BUDGET_BYTES:
         raise SystemExit(f"{models_dir}: {total} bytes, over the {MODELS_BUDGET_BYTES} byte budget")

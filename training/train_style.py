@@ -50,8 +50,8 @@ class Phase:
 
 
 PHASES = (
-    Phase("base", "base", steps=2500, crop_px=128, batch=4, lr=4e-4, warmup=100, budget_min=25.0),
-    Phase("full", "full", steps=4000, crop_px=128, batch=4, lr=3e-4, warmup=50, budget_min=40.0),
+    Phase("base", "base", steps=2500, crop_px=128, batch=4, lr=4e-4, warmup=100, budget_min=20.0),
+    Phase("full", "full", steps=4000, crop_px=128, batch=4, lr=3e-4, warmup=50, budget_min=50.0),
     Phase("large", "full", steps=300, crop_px=256, batch=2, lr=8e-5, warmup=20, budget_min=10.0),
 )
 
