@@ -129,6 +129,22 @@ def run_static(compiled_for: dict[tuple[int, int], Any], core: Any, model: Any, 
     return compiled_for[(h, w)]({0: rgb[None]})[0][0]
 
 
+def photos_or_skip(parser: Any, given: Path | None) -> Path | None:
+    """The photo folder to use, or None after printing a skip line when ../shared is missing and none was given.
+
+    Why skip instead of fail: the benchmarks run on a checkout without ../shared (CI's copy may lack it), and a
+    folder the user named but that is not there is their error, said through argparse.
+    """
+    photos_dir = given if given is not None else PHOTOS_DIR
+    if photos_dir.is_dir():
+        return photos_dir
+    if given is None:
+        print(f"skip: {PHOTOS_DIR} not found (../shared beside the checkout; or give --photos DIR)")
+        return None
+    parser.error(f"--photos: {photos_dir} is not a folder")
+    return None
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

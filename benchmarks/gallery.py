@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from look import LOOK_TOOL, PHOTO_SUFFIXES, bundled_styles, stylize  # noqa: E402
 
-from _common import PHOTOS_DIR, RESULTS_DIR  # noqa: E402
+from _common import RESULTS_DIR, photos_or_skip  # noqa: E402
 
 DEFAULT_OUT = RESULTS_DIR / "gallery"
 DOCS_PAGE = REPO / "docs" / "gallery.md"
@@ -348,12 +348,10 @@ def main(argv: list[str] | None = None) -> int:
         intro = ("Photos kept out of training (`training.sources.holdout()`), each with its licence below it. "
                  "Made by `python benchmarks/gallery.py --photos-from-holdout`.")
     else:
-        photos_dir: Path = a.photos if a.photos is not None else PHOTOS_DIR
-        if not photos_dir.is_dir():
-            if a.photos is None:
-                print(f"skip: {PHOTOS_DIR} not found (../shared beside the checkout; or give --photos DIR)")
-                return 0
-            p.error(f"--photos: {photos_dir} is not a folder")
+        found = photos_or_skip(p, a.photos)
+        if found is None:
+            return 0
+        photos_dir: Path = found
         out: Path = a.out if a.out is not None else DEFAULT_OUT
         if inside(photos_dir, REPO.parent / "shared") and inside(out, REPO) and not inside(out, RESULTS_DIR):
             p.error(f"--out {out}: pictures made from ../shared/photos are never committed; "

@@ -41,7 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PHOTOS_DIR, RESULTS_DIR, machine  # noqa: E402
+from _common import RESULTS_DIR, machine, photos_or_skip  # noqa: E402
 
 LOOK_TOOL = REPO.parent / "shared" / "tools" / "look.py"
 MODELS_DIR = REPO / "models"
@@ -224,12 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-sheet", action="store_true", help="skip the montage contact sheets")
     a = p.parse_args(argv)
 
-    photos_dir: Path = a.photos if a.photos is not None else PHOTOS_DIR
-    if not photos_dir.is_dir():
-        if a.photos is None:
-            print(f"skip: {PHOTOS_DIR} not found (../shared beside the checkout; or give --photos DIR)")
-            return 0
-        p.error(f"--photos: {photos_dir} is not a folder")
+    found = photos_or_skip(p, a.photos)
+    if found is None:
+        return 0
+    photos_dir: Path = found
     if not a.look_tool.is_file():
         if a.look_tool == LOOK_TOOL:
             print(f"skip: {LOOK_TOOL} not found (../shared beside the checkout)")

@@ -1,10 +1,12 @@
-"""Write the README's before/after pair from a CC0 scikit-image photo through the shipped toon IR.
+"""Write the README's hero pictures: one held-out CC0 photo through every bundled style at the default size.
 
-Only a permissively licensed photo may go into the repository (never one from ../shared/photos), so the
-pair is made from skimage's ``chelsea`` (CC0, Stefan van der Walt). It is one of the training photos:
-the README shows what the style looks like, the held-out figures live in docs/toon.md.
+What a user gets is what the README must show, so the pictures come from the product's own core
+(``edge_anime.Stylizer`` with the bundled default config: its variant choice, ``image.max_side`` 1024 and the
+tone guard), not from a bare IR call at a flattering size. The photo is held out of training
+(``training.sources.holdout``) and CC0, since only a permissively licensed photo may go into the repository
+(never one from ../shared/photos). The JPEGs are written at the size the product wrote them.
 
-    python -m training.readme_pair --model-dir models/toon --out docs/img
+    python -m training.readme_hero --out docs/img
 """
 from __future__ import annotations
 
@@ -12,29 +14,17 @@ import argparse
 import io
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
-from training.data import COLOUR_PHOTOS, load_photo
-from training.target import resize_long_side
-
-README_PHOTO = "chelsea"
-LONG_SIDE_PX = 448  # multiple of 4 on both sides after the crop below; keeps each JPEG well under 150 KB
+HERO_PHOTO = "extreme-desert-hike"  # sky-dominated: the kind of photo the first toon washed out
 JPEG_QUALITY = 85
-MAX_JPEG_BYTES = 150 * 1024
+MAX_JPEG_BYTES = 400 * 1024
 
 
-def stylize_with_ir(rgb: np.ndarray, model_dir: Path) -> np.ndarray:
-    import openvino as ov
-
-    compiled = ov.Core().compile_model(model_dir / "model.xml", "CPU")
-    return np.asarray(compiled({0: rgb[None]})[0][0])
-
-
-def write_jpeg(rgb: np.ndarray, path: Path) -> int:
+def write_jpeg(image: Image.Image, path: Path) -> int:
     """Temp-then-rename, and refuse to write a file the README budget does not allow."""
     buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
+    image.convert("RGB").save(buf, format="JPEG", quality=JPEG_QUALITY, optimize=True)
     if buf.tell() > MAX_JPEG_BYTES:
         raise ValueError(f"{path}: {buf.tell()} bytes, over the {MAX_JPEG_BYTES} byte budget")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,17 +35,22 @@ def write_jpeg(rgb: np.ndarray, path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from edge_anime import Stylizer
+    from training.sources import holdout
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model-dir", type=Path, default=Path("models/toon"))
     p.add_argument("--out", type=Path, default=Path("docs/img"))
+    p.add_argument("--sources-cache", type=Path, default=Path("training/runs/sources"))
     a = p.parse_args(argv)
-    photo = resize_long_side(load_photo(README_PHOTO), LONG_SIDE_PX)
-    h, w = photo.shape[:2]
-    photo = np.ascontiguousarray(photo[: h - h % 4, : w - w % 4])
-    toon = stylize_with_ir(photo, a.model_dir)
-    for name, img in (("toon_before.jpg", photo), ("toon_after.jpg", toon)):
-        size = write_jpeg(img, a.out / name)
-        print(f"{a.out / name}: {img.shape[1]}x{img.shape[0]}, {size} bytes ({COLOUR_PHOTOS[README_PHOTO]})")
+    source = next(s for s in holdout(a.sources_cache) if Path(s.path).stem == HERO_PHOTO)
+    with Stylizer() as stylizer:
+        for style in stylizer.styles:
+            out = stylizer.stylize(str(source.path), style=style)
+            size = write_jpeg(out, a.out / f"hero_{style}.jpg")
+            print(f"{a.out / f'hero_{style}.jpg'}: {out.size[0]}x{out.size[1]}, {size} bytes")
+        with Image.open(source.path) as im:
+            photo = im.convert("RGB").resize(out.size, Image.Resampling.LANCZOS)
+        print(f"{a.out / 'hero_photo.jpg'}: {write_jpeg(photo, a.out / 'hero_photo.jpg')} bytes ({source.licence})")
     return 0
 
 
