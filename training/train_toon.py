@@ -64,7 +64,8 @@ def ink_weight_map(target: torch.Tensor, weight: float) -> torch.Tensor:
     return 1.0 + weight * (darker / 0.1).clamp(max=1.0)
 
 
-def toon_loss(pred: torch.Tensor, target: torch.Tensor, *, ink_weight: float = INK_WEIGHT) -> tuple[torch.Tensor, float]:
+def toon_loss(pred: torch.Tensor, target: torch.Tensor, *, ink_weight: float = INK_WEIGHT,
+              grad_weight: float = GRAD_LOSS_WEIGHT) -> tuple[torch.Tensor, float]:
     """Weighted L1 + GRAD_LOSS_WEIGHT * L1 of horizontal/vertical differences; returns (loss, plain L1)."""
     pred, target = pred.float(), target.float()
     diff = (pred - target).abs()
@@ -72,7 +73,7 @@ def toon_loss(pred: torch.Tensor, target: torch.Tensor, *, ink_weight: float = I
     l1 = (diff * ink_weight_map(target, ink_weight)).mean() if ink_weight else l1_plain
     gx = F.l1_loss(pred[..., :, 1:] - pred[..., :, :-1], target[..., :, 1:] - target[..., :, :-1])
     gy = F.l1_loss(pred[..., 1:, :] - pred[..., :-1, :], target[..., 1:, :] - target[..., :-1, :])
-    return l1 + GRAD_LOSS_WEIGHT * (gx + gy), float(l1_plain.detach())
+    return l1 + grad_weight * (gx + gy), float(l1_plain.detach())
 
 
 def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0, warmup: int = WARMUP_STEPS) -> float:
@@ -118,7 +119,8 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
           threads: int, ckpt_every: int, preview_every: int, pool_cache: Path | None,
           out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
           init: str = "passthrough", warmup_steps: int = WARMUP_STEPS, precision: str = "auto",
-          ink_weight: float = INK_WEIGHT, init_from: Path | None = None) -> dict[str, float]:
+          ink_weight: float = INK_WEIGHT, init_from: Path | None = None,
+          grad_weight: float = GRAD_LOSS_WEIGHT) -> dict[str, float]:
     """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``.
 
     ``precision``: "bf16" trains under CPU autocast with channels-last tensors (weights and optimizer stay
@@ -172,7 +174,7 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         x, y = next(data)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             pred = model(to_tensor(x).contiguous(memory_format=memory_format))
-        loss, l1 = toon_loss(pred, to_tensor(y), ink_weight=ink_weight)
+        loss, l1 = toon_loss(pred, to_tensor(y), ink_weight=ink_weight, grad_weight=grad_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
