@@ -82,8 +82,8 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
     if calib_dir is not None:
         folder = convert(kept, name=style, precision="int8", output_dir=models_dir, upsample_align=True,
                          calib_dir=calib_dir)
-    if (folder / VERIFY_PNG).is_file():
-        shrink_png(folder / VERIFY_PNG)
+    for png in sorted(folder.glob("verify*.png")):  # verify.png, and verify_int8.png of the INT8 variant
+        shrink_png(png)
     (folder / "LICENSE.md").write_text(LICENSE_TEMPLATE.format(style=style, description=DESCRIPTIONS.get(
         style, f"The {style} style").rstrip(".").capitalize()), encoding="utf-8")
     total = sum(p.stat().st_size for p in models_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
