@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import tempfile
 from pathlib import Path
 
+import yaml
 from PIL import Image
+
+from edge_anime import Stylizer
+from training.sources import Source
 
 HERO_PHOTO = "extreme-desert-hike"  # sky-dominated: the kind of photo the first toon washed out
 JPEG_QUALITY = 85
@@ -35,7 +40,7 @@ def write_jpeg(image: Image.Image, path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from edge_anime import Stylizer
+    from edge_anime.locations import bundled_models_dir
     from training.sources import holdout
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,15 +48,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sources-cache", type=Path, default=Path("training/runs/sources"))
     a = p.parse_args(argv)
     source = next(s for s in holdout(a.sources_cache) if Path(s.path).stem == HERO_PHOTO)
-    with Stylizer() as stylizer:
+    bundled = sorted(p.parent.name for p in bundled_models_dir().glob("*/manifest.yaml"))
+    with tempfile.TemporaryDirectory() as tmp:  # the bundled defaults, serving every bundled style
+        config = Path(tmp) / "hero.yaml"
+        config.write_text(yaml.safe_dump({"model": {"path": "toon", "styles": [s for s in bundled if s != "toon"]}}))
+        write_all(Stylizer(config=str(config)), source, a.out)
+    return 0
+
+
+def write_all(stylizer: Stylizer, source: Source, out_dir: Path) -> None:
+    """Every style the stylizer serves, then the photo at the same size."""
+    with stylizer:
         for style in stylizer.styles:
             out = stylizer.stylize(str(source.path), style=style)
-            size = write_jpeg(out, a.out / f"hero_{style}.jpg")
-            print(f"{a.out / f'hero_{style}.jpg'}: {out.size[0]}x{out.size[1]}, {size} bytes")
+            size = write_jpeg(out, out_dir / f"hero_{style}.jpg")
+            print(f"{out_dir / f'hero_{style}.jpg'}: {out.size[0]}x{out.size[1]}, {size} bytes")
         with Image.open(source.path) as im:
             photo = im.convert("RGB").resize(out.size, Image.Resampling.LANCZOS)
-        print(f"{a.out / 'hero_photo.jpg'}: {write_jpeg(photo, a.out / 'hero_photo.jpg')} bytes ({source.licence})")
-    return 0
+        print(f"{out_dir / 'hero_photo.jpg'}: {write_jpeg(photo, out_dir / 'hero_photo.jpg')} bytes ({source.licence})")
 
 
 if __name__ == "__main__":
