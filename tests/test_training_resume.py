@@ -1,0 +1,62 @@
+"""A style's training survives kill -9: the next run of the same command resumes from the last checkpoint.
+
+Issue 27 asks that one command trains a style, resumable after any stop. ``training.train_style`` runs its
+phases through ``training.train_toon``'s loop, so that loop is killed here for real, mid-run, and rerun.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEADLINE_S = 240.0
+
+
+def _wait_for(predicate: object, what: str, deadline_s: float = DEADLINE_S) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_training_killed_mid_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("skimage")
+    from training.data import load_or_build_pool
+
+    pool = tmp_path / "pool.npz"
+    load_or_build_pool(pool, seed=7, names=["chelsea"], long_sides_px=(64,), jitters=2)  # tiny, cached
+    workdir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "training.train_toon", "--workdir", str(workdir), "--pool-cache", str(pool),
+           "--crop", "32", "--batch", "1", "--threads", "1", "--ckpt-every", "5", "--preview-every", "0",
+           "--budget-min", "10", "--warmup-steps", "2", "--precision", "f32"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    first = subprocess.Popen([*cmd, "--steps", "100000"], cwd=REPO_ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        log = workdir / "train.log"
+        _wait_for(lambda: log.is_file() and "step 20 " in log.read_text(), "20 training steps")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == -signal.SIGKILL
+    saved = int(torch.load(workdir / "ckpt.pt", weights_only=True)["step"])
+    assert saved >= 20, f"no checkpoint of the 20 steps run before the kill (saved at {saved})"
+
+    done = subprocess.run([*cmd, "--steps", str(saved + 5)], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = log.read_text()
+    assert f"resumed at step {saved}" in text
+    assert f"'steps': {float(saved + 5)}" in text.splitlines()[-1], text.splitlines()[-1]
