@@ -68,7 +68,7 @@ def ensure_model(folder: Path) -> Path:
     folder = RESULTS_DIR / "models" / "toon_pair"
     if (folder / "manifest.yaml").is_file():
         return folder
-    print(f"converting models/toon/toon.pt with its tiling pair into {folder} (once)", flush=True)
+    print(f"converting training/checkpoints/toon.pt with its tiling pair into {folder} (once)", flush=True)
     return convert(REPO / "training" / "checkpoints" / "toon.pt", name=folder.name, precision="fp16",
                    output_dir=folder.parent, style="toon", verify_limit=2)
 
