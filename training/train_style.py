@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sources-cache", type=Path, default=Path("training/runs/sources"))
     p.add_argument("--seed", type=int, default=20261202)
     p.add_argument("--threads", type=int, default=1, help="torch threads (two styles train side by side on 2 cores)")
-    p.add_argument("--scale", type=float, default=1.0, help="multiplies every phase's steps and budget (tests: tiny)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiplies every phase's steps and budget (0.01: a smoke run of the whole recipe)")
     a = p.parse_args(argv)
     out = run(a.style, workdir=a.workdir or Path("training/runs") / a.style, seed=a.seed, threads=a.threads,
               sources_cache=a.sources_cache, scale=a.scale)
