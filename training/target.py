@@ -178,8 +178,6 @@ def toonify(rgb: NDArray[np.uint8], *, params: ToonParams = DEFAULT_PARAMS) -> N
         out = _resize_float(out, (h, w))
         edge_l = _resize_float(edge_l, (h, w))
         scale = long_side / TUNED_LONG_SIDE_PX
-    elif work:
-        scale = long_side / TUNED_LONG_SIDE_PX if long_side > TUNED_LONG_SIDE_PX else 1.0
     ink = _ink(edge_l, params, scale)
     out[..., 0] *= 1.0 - params.line_darkness * ink
     out[..., 1:] *= 1.0 - params.line_darkness * ink[..., None]
