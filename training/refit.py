@@ -47,6 +47,8 @@ def refit_output_layer(model: Generator, pool: list, *, seed: int,
     rng = np.random.default_rng(seed)
     sides = (long_side_px,) if isinstance(long_side_px, int) else long_side_px
     chosen = [pair for pair in pool if max(pair.photo.shape[:2]) in sides]
+    if not chosen:  # the pool never enlarges a photo, so a small pool may hold no picture of these sizes
+        raise ValueError(f"no pool picture has a long side of {', '.join(map(str, sides))} px to refit on")
     if max_images is not None and len(chosen) > max_images:
         chosen = [chosen[i] for i in np.linspace(0, len(chosen) - 1, max_images).round().astype(int)]
     feats, goals = [], []
@@ -78,7 +80,7 @@ def refit_output_layer(model: Generator, pool: list, *, seed: int,
 
 
 def refit_file(ckpt: Path, *, pool_cache: Path, out: Path, seed: int,
-               long_sides_px: tuple[int, ...] = (512, 1024), max_images: int = 60) -> tuple[float, float]:
+               long_sides_px: tuple[int, ...] = (512, 1024), max_images: int | None = 60) -> tuple[float, float]:
     """Refit a train_toon ckpt.pt on a cached pool's whole pictures and export the fp16 state dict."""
     torch.manual_seed(seed)
     model = Generator(upsample_align=True)
@@ -99,12 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    model = Generator(upsample_align=True)
-    model.load_state_dict(torch.load(a.ckpt, weights_only=True)["model"])
-    pool = load_or_build_pool(a.pool_cache, seed=a.seed)
-    before, after = refit_output_layer(model, pool, seed=a.seed)
-    export_state_dict(model, a.out)
+    before, after = refit_file(a.ckpt, pool_cache=a.pool_cache, out=a.out, seed=a.seed,
+                               long_sides_px=(REFIT_LONG_SIDE_PX,), max_images=None)
     print(f"output layer refit on whole {REFIT_LONG_SIDE_PX} px images: L1 {before:.4f} -> {after:.4f}; wrote {a.out}")
     return 0
 
