@@ -1,6 +1,8 @@
 """The config schema: every error class names its key path; relative paths; defaults; check and show."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -297,3 +299,81 @@ def test_run_refuses_an_unwritable_folder_before_it_starts(write_config: Callabl
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == EXIT_CONFIG, proc.stdout + proc.stderr
     assert f"watch.root: {read_only_folder} is not writable by this user" in proc.stderr
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "does not exist; expected a file holding the Bearer token"),
+    ("", "is empty; expected a Bearer token of at least 16 characters"),
+    ("short-token\n", "the token is 11 characters; expected at least 16"),
+    ("   \n", "the token is 0 characters; expected at least 16"),
+    ("dir", "is a folder; expected a file holding the Bearer token"),
+])
+def test_check_refuses_a_token_file_serve_would_refuse(write_config: Callable[..., Path], tmp_path: Path,
+                                                       content: str | None, message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28 item 10: `config check` said ok, then `serve` exited 78 on the token file."""
+    token = tmp_path / "token"
+    if content == "dir":
+        token.mkdir()
+    elif content is not None:
+        token.write_text(content)
+    config_path = write_config({"http": {"auth_token_file": str(token)}})
+    assert main(["config", "check", str(config_path)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"http.auth_token_file: {token}" in err and message in err
+
+
+def test_check_refuses_a_fifo_token_file_without_blocking(write_config: Callable[..., Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    token = tmp_path / "token"
+    os.mkfifo(token)  # opening it for reading would wait for a writer forever
+    assert main(["config", "check", str(write_config({"http": {"auth_token_file": str(token)}}))]) == EXIT_CONFIG
+    assert "is not a regular file" in capsys.readouterr().err
+
+
+def test_check_accepts_a_good_token_file(write_config: Callable[..., Path], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    token = tmp_path / "token"
+    token.write_text("0123456789abcdef-a-real-token\n")
+    token.chmod(0o600)
+    assert main(["config", "check", str(write_config({"http": {"auth_token_file": str(token)}}))]) == 0
+    assert ": ok (model" in capsys.readouterr().out
+
+
+def _model_named(random_ir: Path, folder: Path, style: str) -> Path:
+    """A copy of the session's IR whose manifest calls its style ``style`` (the digests cover only the IR)."""
+    shutil.copytree(random_ir, folder)
+    manifest = yaml.safe_load((folder / "manifest.yaml").read_text())
+    manifest["style"] = style
+    (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest, allow_unicode=True), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(("style", "message"), [
+    (".dot", "style '.dot' (the manifest's style, else its name) is a hidden name: its folder inbox/.dot/ would "
+             "be made and never read"),
+    ("cafe\u0301", "is not in Unicode NFC form: it looks like 'caf\u00e9'"),
+    ("x.part", "matches watch.ignore_patterns"),
+    ("RandGen", "differ only in case or Unicode form"),
+])
+def test_check_and_run_refuse_a_style_name_whose_folder_is_never_read(
+        write_config: Callable[..., Path], random_ir: Path, tmp_path: Path, style: str, message: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28 item 14: a style named `.dot` (or an NFD look-alike) passed `config check`, and `run` made its
+    folder and never read it, silently."""
+    model = _model_named(random_ir, tmp_path / "styled", style)
+    config_path = write_config({"model": {"styles": [str(model)]}})
+    assert main(["config", "check", str(config_path)]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "model.styles[0]: " in err and message in err, err
+    proc = subprocess.run([sys.executable, "-m", "edge_anime", "run", "--config", str(config_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == EXIT_CONFIG and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "watch" / "inbox" / style).exists()
+
+
+def test_check_accepts_an_nfc_style_name(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    model = _model_named(random_ir, tmp_path / "styled", "caf\u00e9")
+    assert main(["config", "check", str(write_config({"model": {"styles": [str(model)]}}))]) == 0
+    assert "also serves caf\u00e9" in capsys.readouterr().out

@@ -286,3 +286,32 @@ def test_a_deleted_and_recreated_inbox_is_said_and_watched_again_at_once(
     (tmp_path / "d.jpg").write_bytes(b"z")
     os.replace(tmp_path / "d.jpg", inbox / "d.jpg")
     assert _collect(det, 1) == ["d.jpg"]
+
+
+def test_a_linked_style_folder_and_a_look_alike_folder_are_said_for_what_they_are(
+        inbox: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 28 items 14 and 16: a symlinked style folder was logged as a file of the wrong extension, and a
+    folder spelt like a style in another Unicode form (the NFD `café` a Mac writes) was never read, silently."""
+    caplog.set_level(logging.INFO, logger="edge_anime.watch")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "a.jpg").write_bytes(b"x")
+    (inbox / "toon").symlink_to(elsewhere)
+    nfd = "cafe\u0301"
+    (inbox / nfd).mkdir()
+    (inbox / nfd / "b.jpg").write_bytes(b"y")
+    (inbox / "other").mkdir()  # an ordinary folder (not recursive): nothing to say about it
+    (inbox / "c.jpg").write_bytes(b"z")
+    watch = _watch(detector="polling")
+    det = Detector(inbox, watch, accept=InputFilter(watch, routes=["toon", "caf\u00e9"]))
+    det.start()
+    try:
+        assert _collect(det, 1) == ["c.jpg"]
+        _wait_for_log(caplog, "skipped toon: a symbolic link to a folder: links are never followed")
+        _wait_for_log(caplog, f"skipped {nfd}/: a folder spelt like style 'caf\u00e9' but not its folder")
+    finally:
+        det.stop()
+    messages = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert not any("extension" in m for m in messages), messages
+    assert len(messages) == 2 and not any("skipped other" in m for m in messages), messages
+    assert os.path.exists(inbox / nfd / "b.jpg") and os.path.exists(elsewhere / "a.jpg")

@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config, effective_yaml, load_config
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, ConfigError
 from ..locations import default_locations
+
+TOKEN_MIN_CHARS = 16  # what `serve` demands of http.auth_token_file (edge_anime/http/app.py, _read_token)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from ..models import read_ir, resolve_model
     from ..preflight import check_paths
 
-    check_paths(config, unwritable=lambda message: print(f"edge-anime config: note: {message}", file=sys.stderr))
+    def note(message: str) -> None:
+        print(f"edge-anime config: note: {message}", file=sys.stderr)
+
+    check_paths(config, unwritable=note)
+    check_token_file(config.http.auth_token_file, unreadable=note)
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     model = style if config.model.variant == "auto" else style.with_variant(config.model.variant)
     for info in {v.name: model.with_variant(v.name) for v in model.variants()}.values():
@@ -42,9 +51,50 @@ def run(args: argparse.Namespace) -> int:
     more = list(style_specs(config))[1:]  # every extra style resolves and reads too: run would need them
     for spec in config.model.styles:
         read_ir(resolve_model(spec, search_dirs=list(config.model.dirs)))
+    from ..watch.folders import check_style_names
+
+    check_style_names(config)
     print(f"{config.source}: ok (model {model.name}, variants {', '.join(model.variant_names())}; "
           f"{_variant_line(config)}){'; also serves ' + ', '.join(more) if more else ''}")
     return EXIT_OK
+
+
+def check_token_file(path: Path | None, *, unreadable: Callable[[str], None]) -> None:
+    """``http.auth_token_file`` as `serve` will read it: a regular file holding a token of at least
+    ``TOKEN_MIN_CHARS``. Checked here because `serve` exits 78 on it otherwise, after `config check` said ok.
+    The operator who checks is seldom the service's user: a file this user may not read is a note, as for
+    folders (its size still tells an empty one apart). Never opens anything but a regular file: a FIFO
+    named here would block the check."""
+    if path is None:
+        return
+    key = "http.auth_token_file"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{key}: {path} does not exist; expected a file holding the Bearer token "
+                          f"(at least {TOKEN_MIN_CHARS} characters)") from None
+    except OSError as exc:
+        raise ConfigError(f"{key}: {path}: cannot look at it ({exc.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{key}: {path} is a folder; expected a file holding the Bearer token")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{key}: {path} is not a regular file (a fifo, socket or device); expected a file "
+                          "holding the Bearer token")
+    if st.st_size == 0:
+        raise ConfigError(f"{key}: {path} is empty; expected a Bearer token of at least {TOKEN_MIN_CHARS} "
+                          "characters (e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except PermissionError:
+        unreadable(f"{key}: {path} is not readable by this user (uid {os.getuid()}); make sure the service's "
+                   "user can read it")
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{key}: {path}: cannot read the token ({why})") from None
+    if len(token) < TOKEN_MIN_CHARS:
+        raise ConfigError(f"{key}: {path}: the token is {len(token)} characters; expected at least "
+                          f"{TOKEN_MIN_CHARS}")
 
 
 def _variant_line(config: Config) -> str:

@@ -30,7 +30,7 @@ from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, write_probe
 from ..watch.detect import Detector, scan
 from ..watch.faults import describe
-from ..watch.folders import Folders, prepare_folders
+from ..watch.folders import Folders, check_style_names, prepare_folders
 from ..watch.handler import Handler
 from ..watch.journal import ProcessedList
 from .accounting import Accounting
@@ -73,6 +73,7 @@ class Service:
             log.info("stopped before start (a signal during start-up)")
             return 0
         check_paths(config)  # what `config check` checks, refused here too (an unwritable folder included)
+        check_style_names(config)  # a hidden or look-alike style name would get a folder never read
         self.folders = Folders.from_config(config.watch)
         prepare_folders(self.folders)
         worker_id = config.watch.worker_id
@@ -277,6 +278,7 @@ class Service:
         old = self.config
         try:
             new = load_config(self.config_path)
+            check_style_names(new)
         except UserError as exc:
             log.error("reload: %s; keeping the running config", exc)
             return

@@ -23,6 +23,7 @@ import queue
 import stat
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,10 +55,14 @@ Skip = Callable[[str, os.stat_result], bool]
 Signature = tuple[int, int, int]
 
 
-def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Callable[[str], None] | None = None) -> Iterator[str]:
+Unwanted = Callable[[str, str], None]
+
+
+def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Unwanted | None = None) -> Iterator[str]:
     """Inbox names, lazily; folders are entered as ``accept.enters`` says (style routes always, others only in
     recursive mode) and never through a symlink.
-    ``on_unwanted`` hears of the files that stay because of their extension (``InputFilter.unwanted``)."""
+    ``on_unwanted(rel, why)`` hears of what stays in the inbox for good and why: a file for its extension
+    (``InputFilter.unwanted``), a symbolic link to a folder, a folder spelt like a style but not its route."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -75,10 +80,42 @@ def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Callable[[str], None]
                 if is_dir:
                     if accept.enters(rel):
                         stack.append(rel + "/")
+                    elif on_unwanted is not None and not prefix:
+                        why = look_alike_route(entry.name, accept)
+                        if why:
+                            on_unwanted(rel + "/", why)
                 elif accept.accepts(rel):
                     yield rel
+                elif on_unwanted is not None and _is_link_to_folder(entry):
+                    on_unwanted(rel, LINKED_FOLDER_REASON)
                 elif on_unwanted is not None and accept.unwanted(rel):
-                    on_unwanted(rel)
+                    on_unwanted(rel, "its extension is not in watch.extensions or video.extensions "
+                                f"({', '.join(sorted(accept.extensions))})")
+
+
+LINKED_FOLDER_REASON = ("a symbolic link to a folder: links are never followed out of the inbox, so nothing put "
+                        "there is taken (make it a real folder)")
+
+
+def _is_link_to_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink() and entry.is_dir(follow_symlinks=True)
+    except OSError:
+        return False
+
+
+def look_alike_route(name: str, accept: InputFilter) -> str:
+    """Why a first-level folder ``name`` that is not a route looks like one (another Unicode form, e.g. the NFD
+    ``café`` a Mac writes beside the NFC style folder, or another case), or '' when it does not. Its files are
+    never taken (it is not the style's folder), so the log must say so instead of staying silent."""
+    if name in accept.routes:
+        return ""
+    key = unicodedata.normalize("NFC", name).casefold()
+    for route in sorted(accept.routes):
+        if unicodedata.normalize("NFC", route).casefold() == key:
+            return (f"a folder spelt like style {route!r} but not its folder (another Unicode form or case): "
+                    f"its files are not taken; move them into {route}/")
+    return ""
 
 
 def filesystem_type(path: Path) -> str:
@@ -290,13 +327,11 @@ class Detector:
                         "recreate it (or remount the share) and edge-anime takes it up again by itself", self.inbox)
         return False
 
-    def _say_unwanted(self, rel: str) -> None:
+    def _say_unwanted(self, rel: str, why: str) -> None:
         if rel in self._unwanted_logged or len(self._unwanted_logged) >= MAX_TRACKED_FILES:
             return
         self._unwanted_logged.add(rel)
-        log.info("skipped %s: its extension is not in watch.extensions or video.extensions (%s); it stays in "
-                 "the inbox", rel,
-                 ", ".join(sorted(self.filter.extensions)))
+        log.info("skipped %s: %s; it stays in the inbox", rel, why)
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:
         with self._lock:

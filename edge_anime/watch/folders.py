@@ -11,12 +11,14 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import naming
-from ..config import WatchSection
+from ..config import Config, WatchSection
 from ..errors import ConfigError
+from ..inputs import InputFilter
 
 FOLDER_NAMES = ("inbox", "work", "outbox", "done", "failed")
 # Folders whose contents are moved by rename with the inbox's files: they must share its filesystem.
@@ -89,6 +91,46 @@ def prepare_folders(folders: Folders) -> None:
                 f"watch.{name}: {path} is on another filesystem than watch.inbox ({folders.inbox}); "
                 "files move between them by rename, which must stay on one filesystem"
             )
+
+
+def style_keys(config: Config) -> list[tuple[str, str]]:
+    """(config key, style name) for the default style and each of ``model.styles``: the names that become
+    first-level folders of the inbox and the outbox. Read from the manifests without hashing the IRs."""
+    from ..models import resolve_model
+
+    dirs = list(config.model.dirs)
+    specs = [("model.path", config.model.path),
+             *((f"model.styles[{i}]", spec) for i, spec in enumerate(config.model.styles))]
+    return [(key, resolve_model(spec, search_dirs=dirs, verify=False).style) for key, spec in specs]
+
+
+def check_style_names(config: Config) -> None:
+    """Refuse a style name whose inbox folder would never be read: hidden (``.dot``), one that
+    ``watch.ignore_patterns`` skips, or one not in Unicode NFC form (an NFD ``café`` and an NFC one look the
+    same to a person and differ to the filesystem: two folders, one of them never read). Only with
+    ``model.styles``: a single style makes no folder. Run by `run` (exit 78) and `config check`."""
+    if not config.model.styles:
+        return
+    ignored = InputFilter(config.watch).ignored
+    seen: dict[str, tuple[str, str]] = {}
+    for key, style in style_keys(config):
+        alike = seen.setdefault(unicodedata.normalize("NFC", style).casefold(), (key, style))
+        if alike[1] != style:
+            raise ConfigError(f"{key}: style {style!r} and {alike[0]}'s style {alike[1]!r} differ only in case or "
+                              "Unicode form: their folders look alike to a person and apart to the filesystem; "
+                              "expected names that differ in their letters")
+        where = f"{key}: style {style!r} (the manifest's style, else its name)"
+        if style.startswith("."):
+            raise ConfigError(f"{where} is a hidden name: its folder inbox/{style}/ would be made and never read; "
+                              "expected a name that does not start with '.'")
+        nfc = unicodedata.normalize("NFC", style)
+        if nfc != style:
+            raise ConfigError(f"{where} is not in Unicode NFC form: it looks like {nfc!r} but is spelt with other "
+                              f"code points, so inbox/{nfc}/ typed by a person would not be its folder; expected "
+                              f"the NFC spelling {nfc!r} in the style's manifest")
+        if ignored(style):
+            raise ConfigError(f"{where} matches watch.ignore_patterns or is a temp name: its folder would never "
+                              "be read; rename the style or change watch.ignore_patterns")
 
 
 def _load_renameat2() -> object | None:
