@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from edge_anime.models import MANIFEST_FORMAT, MANIFEST_NAME, ToneSpec, sha256_file
+from edge_anime.models import MANIFEST_FORMAT, MANIFEST_NAME, PaletteSpec, ToneSpec, sha256_file
 
 from .ir import INPUT_NAME, OUTPUT_NAME
 from .sources import Source
@@ -48,6 +48,8 @@ def build_manifest(*, name: str, style: str | None, precision: str, source: Sour
         "output": {"name": OUTPUT_NAME, "layout": "NHWC", "dtype": "u8", "color": "RGB"},
         # the tone guard after inference (edge_anime.imaging.tone): written out so a person sees it and edits it
         "tone": ToneSpec().to_manifest(),
+        # the cel palette (edge_anime.imaging.palette): off for a converted checkpoint, whose gradients are its look
+        "palette": PaletteSpec().to_manifest(),
         "versions": {pkg: package_version(pkg) for pkg in ("openvino", "torch", "nncf")},
         "verification": verification.to_manifest(),
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -140,6 +140,7 @@ class ImageSection(_Section):
     upscale_to_original: bool = False
     upscale_method: Literal["lanczos", "guided"] = "lanczos"  # guided: imaging.guided, edges from the photo
     tone: Literal["auto", "off"] = "auto"  # auto: the style's manifest (tone:) says; imaging.tone
+    palette: Literal["auto", "off"] = "auto"  # auto: the style's manifest (palette:) says; imaging.palette
     tile_px: Annotated[int | Literal["auto"], _auto_or_int(128)] = "auto"  # resize: full; imaging.fullres
     apply_exif_orientation: bool = True
     max_pixels: int = Field(default=60_000_000, ge=1)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, ModelError
+from .imaging.palette import MAX_COLOURS, MIN_COLOURS
 from .locations import bundled_models_dir
 from .yamlload import YamlError, load_bounded
 
@@ -35,6 +36,7 @@ TILING_ROLES = ("gn_stats_out", "gn_stats_in")
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 TONE_KEYS = ("enabled", "strength", "neutral")
+PALETTE_KEYS = ("enabled", "colours")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,20 @@ class ToneSpec:
 
     def to_manifest(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "strength": self.strength, "neutral": self.neutral}
+
+
+@dataclass(frozen=True)
+class PaletteSpec:
+    """The style's ``palette:`` mapping: the cel palette after the tone guard (``edge_anime.imaging.palette``).
+
+    Off unless the manifest turns it on: unlike the tone guard it is a look, not a repair, and a published
+    checkpoint's painterly gradients are its look."""
+
+    enabled: bool = False
+    colours: int = 256  # at most this many flat colours a picture (16..256)
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "colours": self.colours}
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,11 @@ class ModelInfo:
     def tone(self) -> ToneSpec:
         """The style's tone guard settings (``tone:`` in the manifest, checked when it was read)."""
         return tone_spec(self.style_manifest or self.manifest)
+
+    @property
+    def palette(self) -> PaletteSpec:
+        """The style's cel palette settings (``palette:`` in the manifest, checked when it was read)."""
+        return palette_spec(self.style_manifest or self.manifest)
 
     @property
     def bin_sha256(self) -> str:
@@ -223,6 +244,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         )
     _check_variants(path, data)
     _check_tone(path, data)
+    _check_palette(path, data)
     return data
 
 
@@ -242,6 +264,32 @@ def _check_tone(path: Path, data: dict[str, Any]) -> None:
         if key == "strength" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0.0 <= float(value) <= 1.0):
             raise ModelError(f"{path}: tone.strength: expected a number from 0 to 1, got {value!r}")
+
+
+def _check_palette(path: Path, data: dict[str, Any]) -> None:
+    """``palette:`` is optional; when present, a mapping of ``PALETTE_KEYS`` with the right types and ranges."""
+    palette = data.get("palette")
+    if palette is None:
+        return
+    if not isinstance(palette, dict):
+        raise ModelError(f"{path}: palette: expected a mapping like {{enabled: true, colours: 256}}, got {palette!r}")
+    for key, value in palette.items():
+        if key not in PALETTE_KEYS:
+            raise ModelError(f"{path}: palette.{key}: unknown key; expected one of: {', '.join(PALETTE_KEYS)}")
+        if key == "enabled" and not isinstance(value, bool):
+            raise ModelError(f"{path}: palette.enabled: expected true or false, got {value!r}")
+        if key == "colours" and (isinstance(value, bool) or not isinstance(value, int)
+                                 or not MIN_COLOURS <= value <= MAX_COLOURS):
+            raise ModelError(f"{path}: palette.colours: expected a whole number from {MIN_COLOURS} to "
+                             f"{MAX_COLOURS}, got {value!r}")
+
+
+def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
+    """The manifest's ``palette:`` as a ``PaletteSpec`` (defaults for what it leaves out)."""
+    palette = manifest.get("palette") or {}
+    default = PaletteSpec()
+    return PaletteSpec(enabled=bool(palette.get("enabled", default.enabled)),
+                       colours=int(palette.get("colours", default.colours)))
 
 
 def tone_spec(manifest: dict[str, Any]) -> ToneSpec:

@@ -41,8 +41,9 @@ from .errors import InputError, TransientError
 from .fsutil import TRANSIENT_ERRNOS, write_atomic
 from .host import usable_cores
 from .imaging.encoder import FORMAT_BY_EXT
+from .imaging.palette import apply_palette
 from .imaging.tone import restore_tone
-from .models import ModelInfo, ToneSpec
+from .models import ModelInfo, PaletteSpec, ToneSpec
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,9 @@ log = logging.getLogger(__name__)
 # compile: a static shape compiled (or loaded from the model cache) for this job's size;
 # wait: time the decoded image waited for a free inference request.
 # tone: the style's tone guard on the model's output (imaging.tone), before finish and encode.
-STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "tone", "encode", "write")
+# palette: the style's cel palette (imaging.palette), after the tone guard, so its colours are the last word.
+STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "tone", "palette", "encode",
+                           "write")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Job:
     planned: Any = field(default=None, repr=False, compare=False)  # an imaging.Decoded already planned
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
+    palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
 
 
 @dataclass
@@ -126,6 +130,7 @@ class Pipeline:
         self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
         self.tone = tone_for(engine.model_info, config)  # the style's guard (None: off), imaging.tone
+        self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
         self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
             from .twopass import TwoPass
@@ -336,8 +341,12 @@ class Pipeline:
                 # the picture as fed to the model: with resize: full the whole one, so every tile gets one map
                 work.stylized = restore_tone(work.stylized, work.planned.rgb, strength=self.tone.strength,
                                              neutral=self.tone.neutral)
+            painted = time.perf_counter()
+            work.timings["tone"] = painted - toned
+            if self.palette is not None and work.job.palette:
+                work.stylized = apply_palette(work.stylized, self.palette.colours)
             start = time.perf_counter()
-            work.timings["tone"] = start - toned
+            work.timings["palette"] = start - painted
             image = imaging.finish(work.stylized, work.planned, cfg.image)
             work.out_size = image.size
             work.stylized = None
@@ -385,6 +394,15 @@ def tone_for(model: ModelInfo, config: Config) -> ToneSpec | None:
     for every style; None when off or at strength 0."""
     spec = model.tone
     if config.image.tone == "off" or not spec.enabled or spec.strength <= 0:
+        return None
+    return spec
+
+
+def palette_for(model: ModelInfo, config: Config) -> PaletteSpec | None:
+    """The cel palette a style's pictures get: its manifest's ``palette:``, unless ``image.palette: off`` turns
+    it off for every style; None when off."""
+    spec = model.palette
+    if config.image.palette == "off" or not spec.enabled:
         return None
     return spec
 

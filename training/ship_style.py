@@ -17,7 +17,11 @@ import argparse
 import shutil
 from pathlib import Path
 
+import yaml
 from PIL import Image
+
+from edge_anime.models import MANIFEST_NAME, PaletteSpec
+from edge_anime_converters.manifest import write_manifest
 
 VERIFY_PNG = "verify.png"
 VERIFY_PNG_COLOURS = 64
@@ -82,6 +86,9 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
     if calib_dir is not None:
         folder = convert(kept, name=style, precision="int8", output_dir=models_dir, upsample_align=True,
                          calib_dir=calib_dir)
+    manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    manifest["palette"] = PaletteSpec(enabled=True).to_manifest()  # both bundled styles are cel looks
+    write_manifest(folder, manifest)
     for png in sorted(folder.glob("verify*.png")):  # verify.png, and verify_int8.png of the INT8 variant
         shrink_png(png)
     (folder / "LICENSE.md").write_text(LICENSE_TEMPLATE.format(style=style, description=DESCRIPTIONS.get(

@@ -244,7 +244,8 @@ def _read_all(clip: _Clip, container: Any) -> None:
         clip.wait_window()
         clip.events.put(_Frame(index=index, pts=pts, rotation=item.rotation, planned=planned.rgb, weight=weight))
         clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame,
-                                 tone=False))  # the writer runs the tone guard, in frame order
+                                 tone=False,  # the writer runs the tone guard, in frame order
+                                 palette=False))  # a palette chosen per frame would flicker
         clip.submitted += 1
         index += 1
 

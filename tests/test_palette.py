@@ -1,0 +1,162 @@
+"""The cel palette (edge_anime.imaging.palette): a picture comes back in a few hundred flat colours of its own,
+small vivid areas and thin ink keep their colour, the style's manifest and the config switch it, every photo
+of the pipeline gets it and a clip's frames do not."""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from edge_anime.errors import ModelError
+from edge_anime.imaging.palette import apply_palette
+from edge_anime.locations import bundled_models_dir
+from edge_anime.models import MANIFEST_NAME, PaletteSpec, load_model_info
+
+
+def distinct(rgb: np.ndarray) -> int:
+    return len(np.unique(rgb.reshape(-1, 3), axis=0))
+
+
+def painted_photo(width: int = 320, height: int = 240, *, seed: int = 0) -> np.ndarray:
+    """A model-like output: smooth gradients everywhere (thousands of colours), a small red patch (lips: 0.5 %
+    of the picture) and one-pixel black ink lines."""
+    rng = np.random.default_rng(seed)
+    y = np.linspace(0.0, 1.0, height)[:, None, None]
+    x = np.linspace(0.0, 1.0, width)[None, :, None]
+    zero = np.zeros((height, width, 1))
+    rgb = np.concatenate([60 + 150 * y + 20 * x + zero, 120 + 100 * x + zero, 230 - 60 * y + zero], axis=2)
+    rgb = rgb + rng.normal(0.0, 1.5, (height, width, 3))
+    rgb[100:112, 150:180] = (205, 60, 75)       # the small vivid patch
+    rgb[40, :] = rgb[:, 60] = (12, 10, 14)      # ink
+    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+
+
+def test_a_picture_comes_back_in_at_most_the_colours_asked_and_close_to_itself() -> None:
+    photo = painted_photo()
+    before = photo.copy()
+    out = apply_palette(photo, 64)
+    assert np.array_equal(photo, before), "the input is never modified"
+    assert out.shape == photo.shape and out.dtype == np.uint8
+    assert distinct(photo) > 5000 and distinct(out) <= 64
+    error = np.abs(out.astype(np.int16) - photo).sum(axis=2)
+    assert float(error.mean()) < 24, "each pixel is painted with a colour near its own"
+    assert np.array_equal(apply_palette(photo, 64), out), "deterministic: the same picture, the same paint"
+
+
+def test_small_vivid_areas_and_thin_ink_keep_their_colour() -> None:
+    """Median cut alone gives boxes by population: without the saturated sample the red patch came out a dull
+    brown and the ink dark grey."""
+    photo = painted_photo()
+    out = apply_palette(photo, 64).astype(np.int16)
+    assert np.abs(out[100:112, 150:180] - (205, 60, 75)).max() <= 12
+    assert out[40, :].max() <= 40 and out[:, 60].max() <= 40
+
+
+def test_a_batched_picture_keeps_its_shape_and_a_flat_one_needs_few_colours() -> None:
+    flat = np.full((1, 48, 64, 3), (90, 140, 200), np.uint8)
+    out = apply_palette(flat, 256)
+    assert out.shape == flat.shape and np.array_equal(out, flat)
+
+
+@pytest.mark.parametrize("colours", [0, 15, 257])
+def test_a_palette_size_out_of_range_is_refused(colours: int) -> None:
+    with pytest.raises(ValueError, match="palette colours: expected 16 to 256"):
+        apply_palette(painted_photo(), colours)
+
+
+# -- the manifest -------------------------------------------------------------------------------------------
+def _style_copy(random_ir: Path, tmp_path: Path, palette: object) -> Path:
+    folder = tmp_path / "style"
+    shutil.copytree(random_ir, folder)
+    manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    if palette is None:
+        manifest.pop("palette", None)
+    else:
+        manifest["palette"] = palette
+    (folder / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return folder
+
+
+def test_a_manifest_without_a_palette_is_off(random_ir: Path, tmp_path: Path) -> None:
+    """A published checkpoint's gradients are its look: the palette is a style's choice, off by default."""
+    assert load_model_info(_style_copy(random_ir, tmp_path, None)).palette == PaletteSpec(enabled=False)
+    assert load_model_info(_style_copy(random_ir, tmp_path / "on", {"enabled": True, "colours": 96})).palette \
+        == PaletteSpec(enabled=True, colours=96)
+
+
+@pytest.mark.parametrize(("palette", "says"), [
+    ({"colours": 300}, "palette.colours: expected a whole number from 16 to 256, got 300"),
+    ({"colours": 64.5}, "palette.colours"),
+    ({"enabled": "yes"}, "palette.enabled: expected true or false"),
+    ({"colors": 64}, "palette.colors: unknown key"),
+    ("on", "palette: expected a mapping"),
+])
+def test_a_bad_palette_value_in_a_manifest_names_the_file_and_the_key(random_ir: Path, tmp_path: Path,
+                                                                      palette: object, says: str) -> None:
+    folder = _style_copy(random_ir, tmp_path, palette)
+    with pytest.raises(ModelError) as caught:
+        load_model_info(folder)
+    assert str(folder / MANIFEST_NAME) in str(caught.value) and says in str(caught.value), str(caught.value)
+
+
+# -- the pipeline -------------------------------------------------------------------------------------------
+def test_every_photo_of_the_pipeline_gets_the_styles_palette(random_ir: Path, tmp_path: Path,
+                                                              write_config: Callable[..., Path]) -> None:
+    """The real runtime on the seeded-random IR: with ``palette`` on, Stylizer's picture is the palette applied
+    to the IR's own output (the tone guard off, so nothing else stands between); off in the manifest, or
+    ``image.palette: off``, it is the IR's output as it is."""
+    from edge_anime import Stylizer
+
+    photo = painted_photo(96, 64)
+    path = tmp_path / "photo.png"
+    Image.fromarray(photo).save(path)
+    got: dict[str, np.ndarray] = {}
+    raw: np.ndarray | None = None
+    for name, palette, switch in (("on", {"enabled": True, "colours": 32}, "auto"),
+                                  ("off", {"enabled": False}, "auto"), ("switched", {"enabled": True}, "off")):
+        folder = _style_copy(random_ir, tmp_path / name, palette)
+        config = write_config({"model": {"path": str(folder)}, "device": {"inference_precision": "f32"},
+                               "image": {"palette": switch, "tone": "off"}}, name=f"{name}.yaml")
+        with Stylizer(config) as stylizer:
+            got[name] = np.asarray(stylizer.stylize(path))
+            raw = stylizer.engine.infer(photo)
+    assert raw is not None
+    assert distinct(raw) > 32, "the random IR's output must have more colours for this test to say much"
+    assert np.array_equal(got["on"], apply_palette(raw, 32)) and distinct(got["on"]) <= 32
+    assert np.array_equal(got["off"], raw) and np.array_equal(got["switched"], raw)
+
+
+def test_the_bundled_styles_paint_with_their_palette() -> None:
+    """Both bundled styles are cel looks: their manifests turn the palette on."""
+    for name in ("toon", "cel"):
+        assert load_model_info(bundled_models_dir() / name).palette == PaletteSpec(enabled=True, colours=256), name
+
+
+def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Path,
+                                                  write_config: Callable[..., Path]) -> None:
+    """A clip's frames are submitted with ``palette=False`` (video.job): a palette chosen per frame would make
+    the clip flicker. The same photo through the same pipeline: painted as a photo, left as it is as a frame."""
+    from edge_anime.config import load_config
+    from edge_anime.engine import Engine
+    from edge_anime.models import load_model_info as load
+    from edge_anime.pipeline import Job, JobResult, run_jobs
+
+    photo = painted_photo(96, 64)
+    path = tmp_path / "photo.png"
+    Image.fromarray(photo).save(path)
+    folder = _style_copy(random_ir, tmp_path, {"enabled": True, "colours": 32})
+    config = load_config(write_config({"model": {"path": str(folder)}, "device": {"inference_precision": "f32"},
+                                       "image": {"tone": "off"}}))
+    engine = Engine(load(folder), config.device)
+    results: list[JobResult] = run_jobs(engine, config, [Job(src=path, dst=None), Job(src=path, dst=None,
+                                                                                      palette=False)])
+    photo_out, frame_out = (np.asarray(r.image) for r in results)
+    raw = engine.infer(photo)
+    assert np.array_equal(photo_out, apply_palette(raw, 32))
+    assert np.array_equal(frame_out, raw)
+    assert all(r.timings_s["palette"] >= 0 for r in results)
