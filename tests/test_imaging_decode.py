@@ -1,11 +1,15 @@
-"""imaging.decode on real files: every colour mode, EXIF orientation, broken inputs and a real PNG bomb."""
+"""imaging.decode on real files: every colour mode, EXIF orientation, broken inputs, a real PNG bomb, a real
+progressive-JPEG scan bomb, a device and a FIFO."""
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -201,10 +205,10 @@ def test_large_jpeg_uses_dct_scaling_but_plans_the_same(tmp_path: Path) -> None:
     assert 10 * np.log10(255**2 / max(mse, 1e-9)) > 35
 
 
-def _assert_input_error(path: Path, *words: str, cfg: ImageSection = KEEP) -> None:
+def _assert_input_error(path: Path, *words: str, cfg: ImageSection = KEEP, stage: str = "decode") -> None:
     with pytest.raises(InputError) as info:
         decode(path, cfg)
-    assert info.value.stage == "decode" and str(path) in str(info.value)
+    assert info.value.stage == stage and str(path) in str(info.value)
     for word in words:
         assert word in str(info.value)
 
@@ -229,8 +233,8 @@ def test_text_named_jpg(tmp_path: Path) -> None:
 
 def test_directory_and_missing_file(tmp_path: Path) -> None:
     (tmp_path / "folder.jpg").mkdir()
-    _assert_input_error(tmp_path / "folder.jpg", "is a directory")
-    _assert_input_error(tmp_path / "gone.jpg", "no such file")
+    _assert_input_error(tmp_path / "folder.jpg", "is a directory", stage="read")
+    _assert_input_error(tmp_path / "gone.jpg", "no such file", stage="read")
 
 
 def test_formats_outside_the_list_are_refused(tmp_path: Path) -> None:
@@ -335,3 +339,84 @@ def test_decode_from_bytes_read_once(make_photo: Callable[..., Path], tmp_path: 
     with pytest.raises(InputError) as info:
         decode(tmp_path / "cut.png", KEEP, data=data[: len(data) // 2])
     assert str(tmp_path / "cut.png") in str(info.value)
+
+
+# --- issue 28: scan bombs, one limit in the bomb message, regular files only ---------------------------------
+
+def progressive_jpeg(side: int, scans: int, *, mode: str = "RGB") -> bytes:
+    """A flat progressive JPEG of ``scans`` scans, written marker by marker: Pillow's own file (libjpeg's
+    simple progression: 10 scans in colour, 6 in gray), its last scan (an AC refinement of luma over the
+    whole picture) repeated before EOI. libjpeg decodes every copy over every block, as in a scan bomb."""
+    buffer = io.BytesIO()
+    Image.new(mode, (side, side), 128 if mode == "L" else (128, 128, 128)).save(buffer, "JPEG", progressive=True)
+    data = buffer.getvalue()
+    last_scan, eoi = data.rfind(b"\xff\xda"), len(data) - 2  # a flat picture's scan data holds no 0xFF 0xDA
+    assert data[eoi:] == b"\xff\xd9"
+    own = 10 if mode == "RGB" else 6
+    return data[:eoi] + data[last_scan:eoi] * (scans - own) + data[eoi:]
+
+
+def test_a_progressive_jpeg_scan_bomb_is_refused_from_its_markers(tmp_path: Path) -> None:
+    """500 scans of 2048 x 2048 (33 KB, under image.max_pixels): ~3 s of decoding before, refused in ms now."""
+    path = tmp_path / "scans.jpg"
+    path.write_bytes(progressive_jpeg(2048, 500))
+    assert path.stat().st_size < 100_000
+    start = time.perf_counter()
+    _assert_input_error(path, "progressive JPEG of more than 100 scans", "refused before decoding",
+                        cfg=ImageSection())
+    assert time.perf_counter() - start < 0.5
+
+
+def test_scans_are_counted_as_encoders_write_them(tmp_path: Path) -> None:
+    from edge_anime.imaging.decoder import MAX_JPEG_SCANS, jpeg_scans
+
+    assert jpeg_scans(progressive_jpeg(64, 10)) == 10 and jpeg_scans(progressive_jpeg(64, 6, mode="L")) == 6
+    photo = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x0112] = 1
+    synthetic_photo(96, 64).save(photo, "JPEG", exif=exif.tobytes())
+    assert jpeg_scans(photo.getvalue()) == 1                                  # baseline: one scan
+    thumb = photo.getvalue()                                                  # a JPEG inside APP1: skipped
+    app1 = b"\xff\xe1" + struct.pack(">H", len(thumb) + 8) + b"Exif\x00\x00" + thumb
+    with_thumb = progressive_jpeg(64, 10)
+    assert jpeg_scans(with_thumb[:2] + app1 + with_thumb[2:]) == 10
+    assert jpeg_scans(progressive_jpeg(64, 300)) == MAX_JPEG_SCANS + 1        # counting stops past the limit
+    at_limit = tmp_path / "at_limit.jpg"                                      # the limit itself still decodes
+    at_limit.write_bytes(progressive_jpeg(256, MAX_JPEG_SCANS))
+    plain = tmp_path / "plain.jpg"
+    plain.write_bytes(progressive_jpeg(256, 10))
+    assert np.array_equal(decode(at_limit, KEEP).rgb, decode(plain, KEEP).rgb)
+
+
+@pytest.mark.parametrize("side", [40, 64])  # Pillow's warning (its limit) and its error (twice its limit)
+def test_the_bomb_message_names_image_max_pixels_alone(make_photo: Callable[..., Path], side: int) -> None:
+    path = make_photo("small.png", side, side)
+    with pytest.raises(InputError) as info:
+        decode(path, ImageSection(resize="keep", max_pixels=1000))
+    message = str(info.value)
+    assert message == f"{path}: refused before decoding: {side * side} pixels, over image.max_pixels=1000"
+
+
+def test_a_device_or_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """/dev/zero never ends and a FIFO's open waits for a writer: both refused at once, named for what they are."""
+    _assert_input_error(Path("/dev/zero"), "is a character device, not a regular file", stage="read")
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            decode(fifo, KEEP)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - judged below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5.0)
+    if thread.is_alive():  # the bug: blocked in open() until a writer comes; let it go before failing
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5.0)
+    assert outcome and isinstance(outcome[0], InputError), outcome
+    assert f"{fifo}: is a FIFO (named pipe), not a regular file" in str(outcome[0])

@@ -10,11 +10,19 @@ inference several times cheaper; the image is still decoded at no less than twic
 Pillow always reads the header (format, size, EXIF, ICC, guards); the pixels of an RGB JPEG then come from
 libjpeg-turbo's TurboJPEG API (``turbo``: the same pixels, at the scale Pillow's draft would pick, without a
 Pillow image to copy out of), everything else from Pillow as before.
+
+A progressive JPEG is decoded scan after scan over the whole picture, so its cost is pixels x scans, and the
+pixel guard alone does not bound it: 388 KB of a 7680 x 7680 picture with 3,000 empty scans took 40-51 s of
+the one decode thread. Its scans are counted from the markers (``jpeg_scans``) and more than
+``MAX_JPEG_SCANS`` are refused before decoding, as libjpeg-turbo's own guidance does (``TJPARAM_SCANLIMIT``,
+``djpeg -maxscans``). ``decode_cost_mpx`` is the same header read turned into an estimate of the work, which
+the pipeline uses to put a heavy decode on a lane of its own.
 """
 from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 import threading
 import warnings
@@ -26,6 +34,7 @@ from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 from ..config import ImageSection
 from ..errors import InputError, TransientError
 from ..fsutil import TRANSIENT_ERRNOS
+from ..inputs import read_regular
 from . import turbo
 from .decoded import Decoded
 from .geometry import oriented_size, target_size
@@ -45,6 +54,20 @@ DRAFT_FORMATS = frozenset({"JPEG", "MPO"})
 # vs 1.42 s without.
 DRAFT_REDUCING_GAP = 2.0
 EXIF_ORIENTATION_TAG = 0x0112
+# Scans a progressive JPEG may have. Encoders write about 10 (libjpeg's simple progression: 10 for colour, 6 for
+# gray; mozjpeg's searched scripts and Photoshop's fewer); libjpeg-turbo's own fuzzers allow 500 on pictures
+# of at most 1 MP, and ours may be 60 MP (image.max_pixels), so the limit is lower: 100 empty scans of a
+# 2048 x 2048 picture decode in ~0.3 s on a 2-core EPYC (docs/api.md has the figures).
+MAX_JPEG_SCANS = 100
+PROGRESSIVE_SOF = frozenset({0xC2, 0xC6, 0xCA, 0xCE})  # SOF2/6/10/14: the progressive frame types
+# A marker where entropy-coded data may be: 0xFF followed by neither a stuffed 0x00, a restart marker nor fill.
+_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+_STANDALONE_MARKERS = frozenset({0x01, 0xD8})  # TEM, SOI: no length follows
+TYPICAL_JPEG_SCANS = 10  # what decode_cost_mpx calls one pass over a progressive JPEG
+# Above this estimate (decode_cost_mpx) a decode runs on the pipeline's heavy lane, apart from the photos: a
+# 12 MP phone JPEG (drafted, ~0.4 s on 2 EPYC cores) stays on the common lane; a 24 MP picture, a 2 MP
+# progressive JPEG of 100 scans or a large PNG/TIFF (seconds) goes to the heavy one.
+HEAVY_DECODE_MPX = 16.0
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
 _CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
 
@@ -71,6 +94,71 @@ def _sync_pillow_limits(max_pixels: int) -> None:
         Image.MAX_IMAGE_PIXELS = max_pixels
         warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
         _synced_max_pixels = max_pixels
+
+
+def jpeg_scans(data: bytes, *, stop_after: int = MAX_JPEG_SCANS) -> int:
+    """The scans (SOS markers) of the first picture in a JPEG's bytes, counted from its markers without
+    decoding anything; counting stops at ``stop_after + 1``, so a scan bomb costs no more than a photo.
+
+    Marker segments are skipped by their length (an EXIF thumbnail's own markers are not counted) and the
+    entropy-coded data between them is searched by a regular expression in C, not byte by byte in Python:
+    0xFF there is always followed by a stuffed 0x00, a restart marker or another 0xFF. The count ends at the
+    first EOI (an MPO's second picture, trailing bytes) and at a malformed segment, which the decoder then
+    judges on its own."""
+    scans, pos, size = 0, 2, len(data)
+    while pos < size:
+        found = _MARKER.search(data, pos)
+        if found is None:
+            break
+        marker, pos = data[found.start() + 1], found.start() + 2
+        if marker == 0xD9:  # EOI
+            break
+        if marker in _STANDALONE_MARKERS:
+            continue
+        length = int.from_bytes(data[pos:pos + 2], "big")
+        if length < 2:
+            break
+        if marker == 0xDA:
+            scans += 1
+            if scans > stop_after:
+                break
+        pos += length  # past the segment; after an SOS, the search runs through its entropy-coded data
+    return scans
+
+
+def _progressive(im: Image.Image) -> bool:
+    return im.format in DRAFT_FORMATS and bool(im.info.get("progressive") or im.info.get("progression"))
+
+
+def _check_scans(path: Path, data: bytes) -> None:
+    """InputError for a progressive JPEG of more than ``MAX_JPEG_SCANS`` scans (see the module docstring)."""
+    scans = jpeg_scans(data)
+    if scans > MAX_JPEG_SCANS:
+        raise InputError(f"{path}: a progressive JPEG of more than {MAX_JPEG_SCANS} scans (a photo has about "
+                         f"{TYPICAL_JPEG_SCANS}); refused before decoding: each scan is decoded over the whole "
+                         "picture, so this many would take minutes of CPU", stage="decode")
+
+
+def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
+    """An estimate of the work of ``decode(path, cfg, data=data)`` from the header alone, in megapixels decoded
+    (a progressive JPEG counts once per ``TYPICAL_JPEG_SCANS`` scans): what the pipeline's decode lanes
+    are chosen by. 0.0 for anything the header already refuses, which ``decode`` then refuses in as little
+    time (too many pixels or scans, not an image)."""
+    _sync_pillow_limits(cfg.max_pixels)
+    try:
+        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
+            width, height = int(im.size[0]), int(im.size[1])
+            if width * height > cfg.max_pixels:
+                return 0.0
+            passes = 1.0
+            if _progressive(im):
+                scans = jpeg_scans(data)
+                if scans > MAX_JPEG_SCANS:
+                    return 0.0
+                passes = max(1.0, scans / TYPICAL_JPEG_SCANS)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *_CORRUPT_ERRORS):
+        return 0.0
+    return width * height * passes / 1e6  # one frame: decode loads the first only
 
 
 def _orientation(im: Image.Image) -> int:
@@ -122,7 +210,7 @@ def _draft_request(im: Image.Image, original: tuple[int, int], orientation: int,
     return None
 
 
-def _turbo_pixels(im: ImageFile.ImageFile, path: Path, data: bytes | None, request: tuple[int, int] | None,
+def _turbo_pixels(im: ImageFile.ImageFile, data: bytes, request: tuple[int, int] | None,
                   orientation: int) -> np.ndarray | None:
     """An RGB JPEG decoded by libjpeg-turbo at the scale Pillow's draft would pick, upright; None where
     only Pillow may decode it (see ``turbo``: other formats and modes, files libjpeg-turbo warns about)."""
@@ -130,8 +218,7 @@ def _turbo_pixels(im: ImageFile.ImageFile, path: Path, data: bytes | None, reque
         return None
     if len(im.tile) != 1 or im.tile[0].args is None or im.tile[0].args[0] != "RGB" or im.tile[0].offset != 0:
         return None  # not the plain 3-component layout starting at the file's first byte
-    pixels = turbo.decode_rgb(data if data is not None else path.read_bytes(), im.size,
-                              turbo.draft_scale(im.size, request))
+    pixels = turbo.decode_rgb(data, im.size, turbo.draft_scale(im.size, request))
     return None if pixels is None else turbo.upright(pixels, orientation)
 
 
@@ -139,7 +226,10 @@ def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: byte
     """Map whatever opening or decoding raised to the error taxonomy, with a reason an operator reads."""
     label = str(path)
     if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
-        return InputError(f"{label}: refused before decoding: {exc} (limit image.max_pixels={cfg.max_pixels})",
+        # Pillow's own text names its limit, which is twice ours when it raises: say ours alone
+        counted = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"{int(counted[1])} pixels, " if counted else ""
+        return InputError(f"{label}: refused before decoding: {size}over image.max_pixels={cfg.max_pixels}",
                           stage="decode")
     if isinstance(exc, IsADirectoryError):
         return InputError(f"{label}: is a directory, not an image file", stage="decode")
@@ -169,18 +259,21 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
     own), so the file is not read twice; ``path`` still names the file in every error."""
     path = Path(path)
     _sync_pillow_limits(cfg.max_pixels)
-    source = io.BytesIO(data) if data is not None else path
+    if data is None:
+        data = read_regular(path)  # never a device or a FIFO (edge_anime.inputs says why)
     try:
-        with Image.open(source, formats=ALLOWED_FORMATS) as im:
+        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
             width, height = im.size
             if width * height > cfg.max_pixels:  # Pillow's check covers this; kept for a plain reason
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
+            if _progressive(im):
+                _check_scans(path, data)
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1
             original = oriented_size((width, height), orientation)
             request = _draft_request(im, original, orientation, cfg)
             source_format = im.format or "unknown"
-            pixels = _turbo_pixels(im, path, data, request, orientation)
+            pixels = _turbo_pixels(im, data, request, orientation)
             if pixels is not None:  # a JPEG's EXIF and ICC are in its header: Image.open has read them
                 exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
                 icc = im.info.get("icc_profile") or None
