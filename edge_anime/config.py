@@ -264,6 +264,25 @@ class HttpSection(_Section):
     request_timeout_seconds: Seconds = 60.0  # 504 past this, the job is left to finish in the background
     auth_token_file: PathField | None = None  # a file holding the Bearer token clients must send
     allow_unauthenticated: bool = False  # the explicit opt-in for a non-loopback host without a token
+    # Bytes of request bodies held in memory at once, all requests together; 503 + Retry-After past it, before
+    # the body is read (its Content-Length, else http.max_body_mb, is set aside for it).
+    max_bodies_mb: float = Field(default=200.0, gt=0, le=65536)
+    # A connection's request headers must arrive within this, from its opening or the end of the last answer.
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # Open connections, and those of one client address; past either the oldest idle one is closed to make
+    # room (503 when none is idle).
+    max_connections: int = Field(default=512, ge=1, le=65536)
+    max_connections_per_client: int = Field(default=256, ge=1, le=65536)
+    # Host names the API answers besides IP addresses, localhost and this box's own name ("*": any).
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _plain_host_names(cls, value: list[str]) -> list[str]:
+        cleaned = [v.strip().lower().rstrip(".") for v in value]
+        if any(not v or any(c in v for c in " /:@") for v in cleaned):
+            raise ValueError('expected host names without scheme, port or path, such as ["kiosk.lan"], or ["*"]')
+        return cleaned
 
     @model_validator(mode="after")
     def _remote_needs_auth(self) -> HttpSection:

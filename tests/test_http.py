@@ -251,7 +251,7 @@ def test_a_stalled_upload_gets_408_and_holds_nothing(serve: Callable[..., Server
     server = serve({"request_timeout_seconds": 2.0})
     port = int(server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as stalled:
-        stalled.sendall(b"POST /v1/stylize HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\n"
+        stalled.sendall(b"POST /v1/stylize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/jpeg\r\n"
                         b"Content-Length: 100000\r\n\r\n" + _jpeg()[:100])
         assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
         answer = _whole_answer(stalled)
@@ -277,6 +277,7 @@ def _whole_answer(sock: socket.socket) -> str:
 def test_a_token_is_required_when_one_is_set(serve: Callable[..., Server], tmp_path: Path) -> None:
     token = "k" * 32
     (tmp_path / "token").write_text(token + "\n", encoding="utf-8")
+    (tmp_path / "token").chmod(0o600)  # a token every user may read is refused (test_http_hardening.py)
     server = serve({"auth_token_file": str(tmp_path / "token")})
     status, headers, body = server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")
     assert status == 401 and headers["www-authenticate"] == "Bearer" and "auth_token_file" in _json(body)["detail"]

@@ -3,7 +3,9 @@
 On SIGTERM/SIGINT the server is asked to stop (edge_anime/http/server.py): it stops accepting, lets the
 requests in flight finish (up to ``service.drain_timeout_seconds``), runs the app's shutdown (which closes the
 Stylizer) and returns, so the process exits 0. READY=1 goes to systemd only once the style is compiled, when
-/readyz says ready. Exit statuses as `run`: 78 for a bad config or model, 70 for a bug.
+/readyz says ready; a default style that cannot be built stops the server at once and exits 78 with the
+reason (before, /healthz said 200 until systemd's start timeout killed it). Exit statuses as `run`: 78 for a
+bad config or model, 70 for a bug.
 """
 from __future__ import annotations
 
@@ -46,7 +48,11 @@ def run(args: argparse.Namespace) -> int:
     def ready() -> None:
         notifier.send(READY=1, STATUS=f"serving http://{config.http.host}:{config.http.port}/")
 
-    app = create_app(config, on_ready=ready)
+    def failed(why: str) -> None:  # the default style cannot be built: exit 78 now, not at systemd's timeout
+        notifier.send(STATUS=f"failed: {why}"[:200])
+        server.should_exit = True
+
+    app = create_app(config, on_ready=ready, on_failure=failed)
     server = make_server(app, config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda _signum, _frame: setattr(server, "should_exit", True))

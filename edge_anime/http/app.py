@@ -6,21 +6,25 @@ models or generated schema, and Starlette is what FastAPI is built on, so the in
 is one ``Stylizer.run`` call in a worker thread, so many requests overlap on the engine's async requests
 exactly as the files of a batch do.
 
-Every limit is checked before work starts: the body's size (from Content-Length, then while reading), its
+Every limit is checked before work starts, and every answer is JSON and counted (``front``): the connection
+(``connections``: header deadline, connection bounds), the Host and the origin, the token, the body's size
+(from Content-Length, then while it streams) and the room for it among all bodies in memory (``body``), its
 type, the picture's pixel count from its header (before decoding), and the queue (503 with Retry-After when
-``http.max_queue`` requests already wait for the engine). Uploaded names never become paths and nothing is
-written to disk; responses carry no EXIF at all, so no GPS position either.
+``http.max_queue`` requests already wait for the engine). Uploaded names never become paths and nothing of an
+upload touches the disk; responses carry no EXIF at all, so no GPS position either.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import hmac
 import io
 import logging
+import re
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
@@ -29,45 +33,44 @@ from PIL import Image
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.middleware import Middleware
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..config import Config
-from ..errors import InputError, UserError
+from ..errors import InputError, TransientError, UserError
 from ..stylizer import Stylizer, StylizerClosed
+from .body import BodyBudget, Reservation, declared_length, read_upload
+from .connections import ConnectionGuard
+from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
+from .front import Front, own_names
+from .token import read_token
 
 log = logging.getLogger("edge_anime.http")
 
-BYTES_PER_MB = 1024 * 1024
-RETRY_AFTER_SECONDS = 2  # what a 503 asks the client to wait: about one picture's time on a busy box
 FORMATS = {"jpeg": ("JPEG", "image/jpeg"), "png": ("PNG", "image/png"), "webp": ("WEBP", "image/webp")}
 REQUEST_BUCKETS_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
-class HttpError(Exception):
-    """An answer other than 200: the status, a short reason and the detail a person can act on."""
-
-    def __init__(self, status: int, error: str, detail: str, *, headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail, self.headers = status, error, detail, headers or {}
-
-
 class Service:
-    """What the routes share: the Stylizer (built in the background at start), the queue count, metrics."""
+    """What the routes share: the Stylizer (built in the background at start), the queue count, the bodies'
+    budget, the connections' guard, metrics."""
 
     def __init__(self, config: Config, *, registry: CollectorRegistry | None = None,
-                 on_ready: Callable[[], None] | None = None, stylizer: Stylizer | None = None) -> None:
+                 on_ready: Callable[[], None] | None = None, on_failure: Callable[[str], None] | None = None,
+                 stylizer: Stylizer | None = None) -> None:
         self.config = config
         self.settings = config.http
         self.stylizer: Stylizer | None = None
         self._given = stylizer  # owned by the caller: used, never closed here
-        self.failure: str | None = None  # why the Stylizer could not be built (readyz says it)
-        self._on_ready = on_ready
+        self.failure: str | None = None  # why the Stylizer could not be built (readyz says it, to the authorized)
+        self._on_ready, self._on_failure = on_ready, on_failure
         self._admitted = 0  # requests between admission and their thread's end (waiting or running)
         self._lock = threading.Lock()
         self._capacity = 0
-        self.token = _read_token(config)
+        self.token = read_token(config.http.auth_token_file) if config.http.auth_token_file else None
+        self.names = own_names(config.http.allowed_hosts)
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.requests = Counter("edge_anime_http_requests", "HTTP requests answered", ["route", "status"],
                                 registry=self.registry)
@@ -75,15 +78,33 @@ class Service:
                                registry=self.registry)
         self.latency = Histogram("edge_anime_http_request_seconds", "Seconds from request to response",
                                  ["route"], buckets=REQUEST_BUCKETS_SECONDS, registry=self.registry)
+        body_bytes = Gauge("edge_anime_http_body_bytes", "Bytes set aside for request bodies now (all requests)",
+                           registry=self.registry)
+        connections = Gauge("edge_anime_http_connections", "Open HTTP connections", registry=self.registry)
+        closed = Counter("edge_anime_http_connections_closed", "Connections the server closed unasked",
+                         ["reason"], registry=self.registry)
+        self.bodies = BodyBudget(lambda: int(self.settings.max_bodies_mb * BYTES_PER_MB), body_bytes.set)
+        self.guard = ConnectionGuard(lambda: self.settings, opened=connections.set,
+                                     answered=lambda status: self.count("connection", status, 0.0),
+                                     dropped=lambda reason: closed.labels(reason=reason).inc())
+
+    def count(self, route: str, status: int, seconds: float) -> None:
+        """Every answer, once: the routes', the refusals' and the connection layer's."""
+        self.requests.labels(route=route, status=str(status)).inc()
+        self.latency.labels(route=route).observe(seconds)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def load(self) -> None:
-        """Compile the style (in a thread at start-up: /healthz answers meanwhile, /readyz says 503)."""
+        """Compile the style (in a thread at start-up: /healthz answers meanwhile, /readyz says 503). A style
+        that cannot be built is said once (``on_failure``): `serve` then exits 78 at once rather than
+        answering /healthz until systemd's start timeout."""
         try:
             stylizer = self._given or Stylizer(self.config)
         except UserError as exc:
             self.failure = str(exc)
             log.error("not ready: %s", exc)
+            if self._on_failure is not None:
+                self._on_failure(self.failure)
             return
         # Admission: what the pipeline keeps in flight, plus the requests allowed to wait for a slot.
         self._capacity = stylizer.max_in_flight + self.settings.max_queue
@@ -102,11 +123,13 @@ class Service:
         if config.http.host != self.config.http.host or config.http.port != self.config.http.port:
             log.warning("reload: http.host and http.port apply at the next restart")
         try:
+            token = read_token(config.http.auth_token_file) if config.http.auth_token_file else None
             stylizer = Stylizer(config) if self._given is None else self._given
         except UserError as exc:
             log.error("reload failed, still serving the previous config: %s", exc)
             return
         old, self.stylizer, self.config, self.settings = self.stylizer, stylizer, config, config.http
+        self.token, self.names = token, own_names(config.http.allowed_hosts)
         with self._lock:
             self._capacity = stylizer.max_in_flight + config.http.max_queue
         if old is not None and old is not stylizer:
@@ -133,69 +156,19 @@ class Service:
             self._admitted -= 1
             self.in_flight.set(self._admitted)
 
+    def authorized(self, request: Request) -> bool:
+        """The Bearer token matches (or none is set). The scheme is case-insensitive (RFC 7235, 2.1); the
+        token is compared in constant time: no timing oracle."""
+        if self.token is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("latin-1"),
+                                                                  self.token.encode("ascii"))
 
-def _read_token(config: Config) -> str | None:
-    path = config.http.auth_token_file
-    if path is None:
-        return None
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise UserError(f"http.auth_token_file: {path}: cannot read it ({exc.strerror})") from None
-    if len(token) < 16:
-        raise UserError(f"http.auth_token_file: {path}: the token is shorter than 16 characters")
-    return token
-
-
-def _error(exc: HttpError) -> JSONResponse:
-    return JSONResponse({"error": exc.error, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
-
-
-def _authorize(service: Service, request: Request) -> None:
-    if service.token is None:
-        return
-    given = request.headers.get("authorization", "")
-    expected = f"Bearer {service.token}"
-    if not hmac.compare_digest(given.encode(), expected.encode()):  # constant time: no timing oracle
-        raise HttpError(401, "unauthorized", "send the token of http.auth_token_file as 'Authorization: Bearer "
-                        "TOKEN'", headers={"WWW-Authenticate": "Bearer"})
-
-
-async def _read_body(request: Request, limit_bytes: int) -> bytes:
-    """The whole body, refused with 413 as soon as it is known to be too large (header first, then bytes)."""
-    declared = request.headers.get("content-length")
-    too_large = HttpError(413, "too large", f"the body is over http.max_body_mb ({limit_bytes / BYTES_PER_MB:g} MB)")
-    if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit_bytes:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _upload(request: Request, limit_bytes: int) -> bytes:
-    """A raw ``image/*`` body or the ``file`` field of a multipart form (its name is never used)."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind.startswith("image/"):
-        return await _read_body(request, limit_bytes)
-    if kind == "multipart/form-data":
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
-            raise HttpError(413, "too large", f"the body is over http.max_body_mb ({limit_bytes / BYTES_PER_MB:g} MB)")
-        async with request.form(max_files=1, max_fields=4, max_part_size=limit_bytes) as form:
-            upload = form.get("file")
-            if upload is None or isinstance(upload, str):
-                raise HttpError(400, "no file", "the multipart form has no file field named 'file'")
-            data = await upload.read(limit_bytes + 1)
-        if len(data) > limit_bytes:
-            raise HttpError(413, "too large", f"the file is over http.max_body_mb ({limit_bytes / BYTES_PER_MB:g} MB)")
-        return data
-    raise HttpError(415, "unsupported type", f"Content-Type {kind or '(none)'}: send the picture as image/* "
-                    "(raw body) or multipart/form-data with a field 'file'")
+    def authorize(self, request: Request) -> None:
+        if not self.authorized(request):
+            raise HttpError(401, "unauthorized", "send the token of http.auth_token_file as 'Authorization: "
+                            "Bearer TOKEN'", headers={"WWW-Authenticate": "Bearer"})
 
 
 def _check_header(data: bytes, config: Config) -> None:
@@ -231,30 +204,46 @@ def _format_for(request: Request, config: Config) -> str:
     return fmt
 
 
-def create_app(config: Config, *, registry: CollectorRegistry | None = None,
-               on_ready: Callable[[], None] | None = None, stylizer: Stylizer | None = None) -> Starlette:
-    """The ASGI app; ``on_ready`` runs once the style is compiled (the CLI sends sd_notify READY=1 there).
-    ``stylizer``: one its owner built and closes (the watch folder's, shared); else the app builds its own at
-    start-up and closes it at shutdown."""
-    service = Service(config, registry=registry, on_ready=on_ready, stylizer=stylizer)
+def _page_csp(page: str) -> str:
+    """The page's Content-Security-Policy: its one inline script and style allowed by their digests, pictures
+    from the box or the page's own blobs, fetches to the box only, and nothing else."""
+    def digests(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
 
-    def measured(route: str, handler: Callable[[Request], Awaitable[Response]]
-                 ) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            started = time.perf_counter()
-            try:
-                response = await handler(request)
-            except HttpError as exc:
-                response = _error(exc)
-            except ClientDisconnect:
-                response = Response(status_code=499)
-            service.requests.labels(route=route, status=str(response.status_code)).inc()
-            service.latency.labels(route=route).observe(time.perf_counter() - started)
-            return response
-        return endpoint
+    return (f"default-src 'none'; script-src {digests('script')}; style-src {digests('style')}; "
+            "img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def _fault(exc: Exception, style: str, stylizer: Stylizer | None) -> HttpError:
+    """What a failure of the work means to the client: the input's fault (400/422), a style a reload dropped
+    while the request was on its way (404), or the box's fault, said as such (503): never a bare 500."""
+    if isinstance(exc, InputError):
+        status = 422 if exc.stage == "plan" or "max_pixels" in str(exc) else 400
+        return HttpError(status, "not a picture it can stylize" if status == 400 else "over a limit", str(exc))
+    if stylizer is not None and style not in stylizer.styles:
+        return HttpError(404, "unknown style", f"style={style} was dropped by a reload while this request was on "
+                         f"its way; this box serves {', '.join(stylizer.styles)}")
+    retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if isinstance(exc, StylizerClosed) or stylizer is None:
+        return HttpError(503, "shutting down", "the service is stopping or reloading; try again shortly",
+                         headers=retry)
+    if isinstance(exc, TransientError):
+        return HttpError(503, "busy", f"{exc}; try again shortly", headers=retry)
+    return HttpError(503, "style unavailable", f"style {style} cannot be served now: {exc}", headers=retry)
+
+
+def create_app(config: Config, *, registry: CollectorRegistry | None = None,
+               on_ready: Callable[[], None] | None = None, on_failure: Callable[[str], None] | None = None,
+               stylizer: Stylizer | None = None) -> Starlette:
+    """The ASGI app; ``on_ready`` runs once the style is compiled (the CLI sends sd_notify READY=1 there),
+    ``on_failure`` with the reason when it cannot be (the CLI stops then). ``stylizer``: one its owner built
+    and closes (the watch folder's, shared); else the app builds its own at start-up and closes it at
+    shutdown. ``app.state.service.guard`` is what ``server.make_server`` gives the connections."""
+    service = Service(config, registry=registry, on_ready=on_ready, on_failure=on_failure, stylizer=stylizer)
 
     async def stylize(request: Request) -> Response:
-        _authorize(service, request)
+        service.authorize(request)  # before a byte of the body is read: no token, no memory
         stylizer, config = service.stylizer, service.config  # one request, one config: a reload swaps both
         if stylizer is None:
             raise HttpError(503, "not ready", service.failure or "the style is still compiling",
@@ -263,61 +252,53 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         if style not in stylizer.styles:
             raise HttpError(404, "unknown style", f"style={style}: this box serves {', '.join(stylizer.styles)}")
         fmt = _format_for(request, config)
-        try:  # a client that stalls mid-upload holds a connection, never an engine slot, and not for long
-            with anyio.fail_after(config.http.request_timeout_seconds):
-                data = await _upload(request, int(config.http.max_body_mb * BYTES_PER_MB))
-        except TimeoutError:
-            raise HttpError(408, "upload too slow", f"the body did not arrive within http.request_timeout_seconds "
-                            f"({config.http.request_timeout_seconds:g} s)") from None
-        _check_header(data, config)
-        service.admit()
-
-        def work() -> Any:
-            try:
-                try:
-                    return stylizer.run(data, style=style)
-                except StylizerClosed:  # a reload swapped it out between admission and here
-                    current = service.stylizer
-                    assert current is not None
-                    return current.run(data, style=style)
-            finally:
-                service.release()  # when the picture is done, not at a 504: the engine was busy until then
-
+        limit_bytes = int(config.http.max_body_mb * BYTES_PER_MB)
+        declared = declared_length(request, limit_bytes)
+        reservation = service.bodies.reserve(limit_bytes if declared is None else declared)
+        handed_over = False
         try:
-            with anyio.fail_after(config.http.request_timeout_seconds):
-                result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except TimeoutError:
-            raise HttpError(504, "timeout", f"no picture within http.request_timeout_seconds "
-                            f"({config.http.request_timeout_seconds:g} s); it is finished in the background") from None
-        except InputError as exc:
-            status = 422 if exc.stage == "plan" or "max_pixels" in str(exc) else 400
-            raise HttpError(status, "not a picture it can stylize" if status == 400 else "over a limit",
-                            str(exc)) from None
+            data = await _receive(request, config, limit_bytes)
+            reservation.shrink(len(data))
+            _check_header(data, config)
+            service.admit()
+            handed_over = True  # from here the work's thread releases the body's share, when it is done
+            result = await _work(service, stylizer, config, data, style, reservation)
+        finally:
+            if not handed_over:
+                reservation.release()
         body = await anyio.to_thread.run_sync(_encode, result.image, fmt, config.output.quality)
         return Response(body, media_type=FORMATS[fmt][1],
                         headers={"Server-Timing": _server_timing(result.timings_s), "Cache-Control": "no-store"})
 
     async def styles(request: Request) -> Response:
-        _authorize(service, request)
+        service.authorize(request)
         names = list(service.stylizer.styles) if service.stylizer is not None else []
         return JSONResponse({"styles": names, "default": names[0] if names else None})
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse({"status": "alive"})
 
-    async def readyz(_request: Request) -> Response:
+    async def readyz(request: Request) -> Response:
+        """Open to probes without the token, so it names no style and no path then: why a style failed
+        (its model's path, OpenVINO's words) is for the authorized."""
+        told = service.authorized(request)
         if service.stylizer is None:
-            raise HttpError(503, "not ready", service.failure or "the style is still compiling")
-        return JSONResponse({"status": "ready", "styles": list(service.stylizer.styles)})
+            detail = service.failure or "the style is still compiling"
+            if not told:
+                detail = "the style failed to load; the log says why" if service.failure else \
+                    "the style is still compiling"
+            raise HttpError(503, "not ready", detail)
+        return JSONResponse({"status": "ready", **({"styles": list(service.stylizer.styles)} if told else {})})
 
     async def metrics(request: Request) -> Response:
-        _authorize(service, request)
+        service.authorize(request)
         return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
 
     page = (resources.files("edge_anime.http") / "page" / "index.html").read_text(encoding="utf-8")
+    page_headers = {"Cache-Control": "no-store", "Content-Security-Policy": _page_csp(page)}
 
     async def index(_request: Request) -> Response:
-        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(page, headers=page_headers)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -330,17 +311,66 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
             await asyncio.to_thread(service.close)
 
     routes = [
-        Route("/v1/stylize", measured("stylize", stylize), methods=["POST"]),
-        Route("/v1/styles", measured("styles", styles), methods=["GET"]),
-        Route("/healthz", measured("healthz", healthz), methods=["GET"]),
-        Route("/readyz", measured("readyz", readyz), methods=["GET"]),
-        Route("/metrics", measured("metrics", metrics), methods=["GET"]),
-        Route("/", measured("page", index), methods=["GET"]),
+        Route("/v1/stylize", stylize, methods=["POST"]),
+        Route("/v1/styles", styles, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/", index, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    front = Middleware(Front, count=service.count, refused=service.guard.refused, names=lambda: service.names)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[front],
                     exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = service
     return app
+
+
+async def _receive(request: Request, config: Config, limit_bytes: int) -> bytes:
+    """The upload within ``http.request_timeout_seconds``: a client that stalls mid-upload holds a
+    connection and its body's share of the budget, never an engine slot, and not for long (408)."""
+    try:
+        with anyio.fail_after(config.http.request_timeout_seconds):
+            return await read_upload(request, limit_bytes)
+    except TimeoutError:
+        raise HttpError(408, "upload too slow", f"the body did not arrive within http.request_timeout_seconds "
+                        f"({config.http.request_timeout_seconds:g} s)") from None
+
+
+async def _work(service: Service, stylizer: Stylizer, config: Config, data: bytes, style: str,
+                reservation: Reservation) -> Any:
+    """The picture on a worker thread; 504 past the timeout, the picture still finished in the background
+    (its queue slot and its body's share freed then: the engine and the memory are busy until then)."""
+    outcome: dict[str, Exception] = {}
+
+    def work() -> Any:
+        try:
+            try:
+                return stylizer.run(data, style=style)
+            except StylizerClosed:  # a reload swapped it out between admission and here
+                current = service.stylizer
+                if current is None:
+                    raise
+                return current.run(data, style=style)
+        except Exception as exc:  # noqa: BLE001 - judged by _fault on the event loop, never a bare 500
+            outcome["error"] = exc
+            return None
+        finally:
+            service.release()
+            reservation.release()
+
+    timeout = config.http.request_timeout_seconds
+    try:
+        with anyio.fail_after(timeout):
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except TimeoutError:
+        raise HttpError(504, "timeout", f"no picture within http.request_timeout_seconds ({timeout:g} s); it is "
+                        "finished in the background") from None
+    if "error" in outcome:
+        error = outcome["error"]
+        if not isinstance(error, (InputError, UserError, TransientError, StylizerClosed)):
+            raise error  # a bug: Front logs it with its traceback and answers a JSON 500
+        raise _fault(error, style, service.stylizer)
+    return result
 
 
 async def _not_found(_request: Request, _exc: Exception) -> Response:
@@ -353,4 +383,4 @@ async def _not_allowed(request: Request, _exc: Exception) -> Response:
                         status_code=405)
 
 
-__all__ = ["HttpError", "create_app"]
+__all__ = ["HttpError", "Service", "create_app"]

@@ -15,9 +15,12 @@ import uvicorn
 
 from ..config import Config, is_loopback
 from ..errors import ConfigError
+from .connections import guarded_protocol
 
 log = logging.getLogger("edge_anime.http")
 START_DEADLINE_SECONDS = 30.0  # a bind or a lifespan start that takes longer is a fault, said as such
+KEEP_ALIVE_SECONDS = 5  # an idle connection between requests is closed after this (uvicorn's own timer)
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers; h11 answers 400 past it (its default, said here)
 
 
 class Server(uvicorn.Server):
@@ -31,18 +34,21 @@ class Server(uvicorn.Server):
 
 
 def make_server(app: Any, config: Config) -> Server:
+    """uvicorn for the app of ``create_app``, its connections guarded by the app's ``ConnectionGuard``
+    (edge_anime/http/connections.py says why uvicorn's own ``limit_concurrency`` is off)."""
     if not is_loopback(config.http.host):
         log.warning("serving on %s:%d, reachable from other machines (%s)", config.http.host, config.http.port,
                     "Bearer token required" if config.http.auth_token_file else
                     "NO authentication: http.allow_unauthenticated is true")
     return Server(uvicorn.Config(
         app, host=config.http.host, port=config.http.port, log_config=None, access_log=False, lifespan="on",
+        http=guarded_protocol(app.state.service.guard),
         timeout_graceful_shutdown=max(1, int(config.service.drain_timeout_seconds)),
-        timeout_keep_alive=5,  # an idle connection does not hold a slot for long
-        # Past this many open connections uvicorn answers 503 itself, before reading, and without Retry-After.
-        # Room for bursts well past the queue: the app's own admission answers those with a Retry-After (a
-        # burst of 50 on a starved event loop once reached uvicorn's limit at max_queue * 4 + 16).
-        limit_concurrency=config.http.max_queue * 4 + 128,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        # uvicorn's bound counts idle sockets too and answers every request with a plain-text 503 past it; the
+        # guard bounds connections instead, closing idle ones first, and the app bounds the work.
+        limit_concurrency=None,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     ))
 
 

@@ -1,0 +1,169 @@
+"""Upload bodies: read in memory only, bounded while they stream, set aside for before they are read.
+
+Why not Starlette's ``request.form()``: it spools a multipart file part to a temporary file with no bound of
+its own (a chunked upload wrote 314 MB to disk before the 413, issue 28), and it reads the whole part before
+anyone can count it. Here one loop reads every encoding (Content-Length, chunked, raw or multipart) and counts
+the bytes as they come, ``http.max_body_mb`` at most; a multipart body goes through python-multipart's
+streaming parser and only its ``file`` part is kept, in memory.
+
+Why a budget (``BodyBudget``): 150 concurrent 20 MB uploads once held 3.9 GB before the queue could refuse
+any of them. Each request now sets its body's size aside before reading a byte (its Content-Length, or
+``http.max_body_mb`` when chunked), and gets a 503 with Retry-After when the bodies of all requests together
+would pass ``http.max_bodies_mb``; a client that sends ``Expect: 100-continue`` then never sends the body.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
+
+MAX_PARTS = 4  # the page sends one part; a form with a field or two beside the file is still served
+
+
+def too_large(limit_bytes: int) -> HttpError:
+    return HttpError(413, "too large", f"the body is over http.max_body_mb ({limit_bytes / BYTES_PER_MB:g} MB)")
+
+
+class BodyBudget:
+    """Bytes set aside for request bodies, all requests together. Used on the event loop only (no lock)."""
+
+    def __init__(self, limit_bytes: Callable[[], int], on_change: Callable[[int], None]) -> None:
+        self._limit_bytes = limit_bytes  # read at each reservation, so a reload applies at once
+        self._on_change = on_change
+        self.held = 0
+
+    def reserve(self, nbytes: int) -> Reservation:
+        limit = self._limit_bytes()
+        if self.held + nbytes > limit:
+            raise HttpError(503, "busy", f"uploads in progress already hold {self.held / BYTES_PER_MB:.1f} MB of "
+                            f"http.max_bodies_mb ({limit / BYTES_PER_MB:g} MB); try again shortly",
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        self._move(nbytes)
+        return Reservation(self, nbytes)
+
+    def _move(self, nbytes: int) -> None:
+        self.held += nbytes
+        self._on_change(self.held)
+
+
+class Reservation:
+    """One request's share of the budget: shrunk to the body's real size once read, released once."""
+
+    def __init__(self, budget: BodyBudget, nbytes: int) -> None:
+        self._budget, self.nbytes = budget, nbytes
+
+    def shrink(self, nbytes: int) -> None:
+        if nbytes < self.nbytes:
+            self._budget._move(nbytes - self.nbytes)
+            self.nbytes = nbytes
+
+    def release(self) -> None:
+        self.shrink(0)
+
+
+def declared_length(request: Request, limit_bytes: int) -> int | None:
+    """The body's Content-Length (None when chunked); 413 at once when it is over the limit."""
+    value = request.headers.get("content-length")
+    if value is None or not value.isdigit():
+        return None  # h11 has refused a malformed Content-Length already; chunked bodies have none
+    if int(value) > limit_bytes:
+        raise too_large(limit_bytes)
+    return int(value)
+
+
+async def read_upload(request: Request, limit_bytes: int) -> bytes:
+    """A raw ``image/*`` body or the ``file`` part of a multipart form (its file name is never used), in
+    memory; 413 as soon as more than ``limit_bytes`` have come, whatever the encoding."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind.startswith("image/"):
+        buffer = io.BytesIO()  # grows in place; getvalue() hands its bytes over without a copy
+        await _stream(request, limit_bytes, buffer.write)
+        return buffer.getvalue()
+    if kind == "multipart/form-data":
+        form = FilePart(request.headers.get("content-type", ""))
+        await _stream(request, limit_bytes, form.feed)
+        return form.finish()
+    raise HttpError(415, "unsupported type", f"Content-Type {kind or '(none)'}: send the picture as image/* "
+                    "(raw body) or multipart/form-data with a field 'file'")
+
+
+async def _stream(request: Request, limit_bytes: int, sink: Callable[[bytes], object]) -> None:
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit_bytes:
+            raise too_large(limit_bytes)
+        sink(chunk)
+
+
+class FilePart:
+    """The ``file`` part of a multipart/form-data body, fed chunk by chunk, kept in memory; other parts are
+    parsed and dropped. python-multipart bounds each part's header lines (count and size)."""
+
+    def __init__(self, content_type: str) -> None:
+        boundary = parse_options_header(content_type)[1].get(b"boundary")
+        if not boundary:
+            raise HttpError(400, "bad multipart", "the multipart Content-Type has no boundary")
+        self.data: io.BytesIO | None = None
+        self._parts = 0
+        self._in_file = self._ended = False
+        self._name = self._value = self._disposition = b""
+        try:
+            self._parser = MultipartParser(boundary, {
+                "on_part_begin": self._part_begin, "on_part_data": self._part_data,
+                "on_header_field": self._header_field, "on_header_value": self._header_value,
+                "on_header_end": self._header_end, "on_headers_finished": self._headers_finished,
+                "on_end": self._end})
+        except FormParserError as exc:
+            raise HttpError(400, "bad multipart", f"the multipart body cannot be read: {exc}") from None
+
+    def feed(self, chunk: bytes) -> None:
+        try:
+            self._parser.write(chunk)
+        except FormParserError as exc:
+            raise HttpError(400, "bad multipart", f"the multipart body cannot be read: {exc}") from None
+
+    def finish(self) -> bytes:
+        if not self._ended:
+            raise HttpError(400, "bad multipart", "the multipart body ends before its closing boundary")
+        if self.data is None:
+            raise HttpError(400, "no file", "the multipart form has no file field named 'file'")
+        return self.data.getvalue()
+
+    def _part_begin(self) -> None:
+        self._parts += 1
+        if self._parts > MAX_PARTS:
+            raise HttpError(400, "bad multipart", f"more than {MAX_PARTS} parts; send one field 'file'")
+        self._in_file, self._disposition = False, b""
+
+    def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._name += data[start:end]
+
+    def _header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def _header_end(self) -> None:
+        if self._name.strip().lower() == b"content-disposition":
+            self._disposition = self._value
+        self._name = self._value = b""
+
+    def _headers_finished(self) -> None:
+        if parse_options_header(self._disposition)[1].get(b"name") == b"file":
+            if self.data is not None:
+                raise HttpError(400, "bad multipart", "two fields named 'file'; send one picture per request")
+            self.data, self._in_file = io.BytesIO(), True
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._in_file and self.data is not None:
+            self.data.write(memoryview(data)[start:end])
+
+    def _end(self) -> None:
+        self._ended = True
+
+
+__all__ = ["BodyBudget", "FilePart", "Reservation", "declared_length", "read_upload", "too_large"]

@@ -1,0 +1,174 @@
+"""The connection layer under uvicorn's h11 protocol: the bounds uvicorn does not have.
+
+Why hand-written: uvicorn has no timeout for a request's headers (its keep-alive timer runs only between
+requests and any byte cancels it: encode/uvicorn#157, open since 2018), and its one connection bound,
+``limit_concurrency``, answers every request with a plain-text 503 once that many sockets are open, idle or
+not: ~160 idle sockets took the service down for everyone (issue 28). A subclass of its h11 protocol (the
+documented ``http=`` class knob of ``uvicorn.Config``) adds, per server:
+
+- a deadline for the request's headers (``http.header_timeout_seconds``), from the connection's opening and
+  from the end of each answer (keep-alive): past it, a connection mid-request gets a JSON 408 and is closed,
+  one that sent nothing is closed;
+- a bound on open connections (``http.max_connections``) and on those of one client address
+  (``http.max_connections_per_client``): past either, the oldest idle connection (no request in progress)
+  is closed to make room, so idle sockets never stand in the way of a real upload; when none is idle the new
+  connection's request is answered 503 by the app (``Front`` asks ``refused``);
+- uvicorn's own 400 for a malformed request, in JSON and counted like every answer.
+
+It leans on uvicorn's ``H11Protocol`` attributes ``cycle``, ``conn``, ``transport``, ``client`` and
+``on_response_complete``/``send_400_response``, unchanged from uvicorn 0.13 to 0.54.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..config import HttpSection
+
+
+def raw_json_answer(status: int, reason: str, error: str, detail: str, *,
+                    extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+    """A whole HTTP/1.1 answer that closes the connection, for the moments h11 cannot frame one (no request
+    was read, so its state machine has nothing to answer)."""
+    body = json.dumps({"error": error, "detail": detail}).encode()
+    head = [f"HTTP/1.1 {status} {reason}", "content-type: application/json", f"content-length: {len(body)}",
+            "connection: close", "x-content-type-options: nosniff", *(f"{k}: {v}" for k, v in extra)]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+class ConnectionGuard:
+    """What the connections of one server share: the live settings (a reload applies them to the next
+    connection), the open connections by client address, and the callbacks that count answers and drops."""
+
+    def __init__(self, settings: Callable[[], HttpSection], *, answered: Callable[[int], None],
+                 dropped: Callable[[str], None], opened: Callable[[int], None]) -> None:
+        self.settings = settings
+        self._answered, self._dropped, self._opened = answered, dropped, opened
+        self.open: set[GuardedH11Protocol] = set()
+        self._per_client: dict[str, int] = {}
+        self._refused: set[tuple[str, int]] = set()
+
+    def refused(self, client: tuple[str, int] | None) -> bool:
+        """True for a connection opened over the bounds with nothing idle to close: its request gets a 503."""
+        return client is not None and client in self._refused
+
+    def add(self, conn: GuardedH11Protocol) -> None:
+        settings = self.settings()
+        host = conn.client_host
+        self.open.add(conn)
+        self._per_client[host] = self._per_client.get(host, 0) + 1
+        self._opened(len(self.open))
+        if self._per_client[host] > settings.max_connections_per_client:
+            self._make_room(conn, same_client=True)
+        if len(self.open) > settings.max_connections:
+            self._make_room(conn, same_client=False)
+
+    def discard(self, conn: GuardedH11Protocol) -> None:
+        if conn not in self.open:
+            return
+        self.open.discard(conn)
+        host = conn.client_host
+        self._per_client[host] -= 1
+        if not self._per_client[host]:
+            del self._per_client[host]
+        if conn.client is not None:
+            self._refused.discard(conn.client)
+        self._opened(len(self.open))
+
+    def _make_room(self, new: GuardedH11Protocol, *, same_client: bool) -> None:
+        """Close the connection idle the longest (among the new one's client's when ``same_client``); with
+        none idle, the new connection is refused (its request answered 503), never a request in progress."""
+        idle = [c for c in self.open if c is not new and c.idle and not c.transport.is_closing()
+                and (not same_client or c.client_host == new.client_host)]
+        if idle:
+            oldest = min(idle, key=lambda c: c.idle_since)
+            self._dropped("evicted")
+            oldest.transport.close()
+        elif new.client is not None:
+            self._refused.add(new.client)
+
+    def answered(self, status: int) -> None:
+        self._answered(status)
+
+    def dropped(self, reason: str) -> None:
+        self._dropped(reason)
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header deadline, connection bounds and JSON for its own answers."""
+
+    guard: ClassVar[ConnectionGuard]
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.idle_since = self.loop.time()
+        self._deadline: asyncio.TimerHandle | None = None
+        self._armed_cycle: Any = None
+        self.guard.add(self)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.guard.discard(self)
+        super().connection_lost(exc)
+
+    @property
+    def client_host(self) -> str:
+        return self.client[0] if self.client else ""
+
+    @property
+    def idle(self) -> bool:
+        """No request in progress: none yet, or the last one answered (its body may still be draining)."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self.idle_since = self.loop.time()
+            self._arm()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes h11 cannot parse, in JSON and counted (uvicorn's is plain text)."""
+        self.guard.answered(400)
+        self.transport.write(raw_json_answer(400, "Bad Request", "malformed request",
+                                             f"{msg} (HTTP/1.1 with headers under 16 KiB expected)"))
+        self.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._armed_cycle = self.cycle
+        self._deadline = self.loop.call_later(self.guard.settings().header_timeout_seconds, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _headers_late(self) -> None:
+        """The deadline passed: unless a request's headers arrived since it was armed, close the connection,
+        with a 408 when the client had started sending one."""
+        self._deadline = None
+        if self.transport.is_closing() or self.cycle is not self._armed_cycle or not self.idle:
+            return
+        started = bool(self.conn.trailing_data[0]) and self.conn.their_state is h11.IDLE
+        if started:
+            self.guard.answered(408)
+            seconds = self.guard.settings().header_timeout_seconds
+            self.transport.write(raw_json_answer(
+                408, "Request Timeout", "headers too slow",
+                f"the request's headers did not arrive within http.header_timeout_seconds ({seconds:g} s)"))
+        self.guard.dropped("header timeout" if started else "idle")
+        self.transport.close()
+
+
+def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
+    """The protocol class for one server (uvicorn builds one instance per connection from the class)."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
+
+
+__all__ = ["ConnectionGuard", "GuardedH11Protocol", "guarded_protocol", "raw_json_answer"]
