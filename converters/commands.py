@@ -131,6 +131,11 @@ def add_models_args(parser: argparse.ArgumentParser) -> None:
     pull.add_argument("--dest", type=Path, default=None, help="folder for the checkpoint (default: checkpoints)")
     pull.add_argument("--retries", type=int, default=None, help="attempts after the first (default: 3)")
     pull.add_argument("--timeout", type=float, default=None, help="seconds per socket operation (default: 30)")
+    pull.add_argument("--max-mb", type=float, default=None, metavar="MB",
+                      help="refuse a download over this size (default: 512 for a URL; a published name is "
+                           "never allowed over 16)")
+    pull.add_argument("--max-seconds", type=float, default=None, metavar="S",
+                      help="give up on one attempt after this long (default: 600)")
     pull.add_argument("--no-progress", action="store_true", help="no progress bar")
     pull.add_argument("--mirror", metavar="URL", default=None,
                       help="base URL holding NAME.pt for a published name (a LAN mirror for an offline box); "
@@ -169,6 +174,12 @@ def _run_pull(args: argparse.Namespace) -> int:
         options["timeout_s"] = args.timeout
     if args.mirror is not None:
         options["base_url"] = args.mirror
+    for flag, value in (("--max-mb", args.max_mb), ("--max-seconds", args.max_seconds), ("--timeout", args.timeout)):
+        if value is not None and not value > 0:
+            raise UserError(f"models pull {flag}: expected a number above 0, got {value:g}")
+    options["limits"] = pull_mod.Limits(
+        max_bytes=None if args.max_mb is None else int(args.max_mb * pull_mod.MIB),
+        max_seconds=pull_mod.MAX_SECONDS if args.max_seconds is None else args.max_seconds)
     pulled = pull_mod.pull(args.spec, **options)
     print(f"{pulled.path}: {pulled.size_bytes} bytes from {pulled.url}")
     print(f"sha256 {pulled.sha256}  (also in {pulled.path.name}.sha256)")

@@ -10,19 +10,30 @@ A published name is pinned: its content must have the git blob id (SHA-1 of ``"b
 that the file has in bryandlee/animegan2-pytorch, so a changed or substituted upstream file is refused before
 torch ever loads it. Git blob ids are what the repository itself records, so anyone can check the pins with
 ``git ls-tree``; the sha256 is still recorded beside the file, as before.
+
+Every download is bounded, because a server (or whoever sits between) may never end, lie about its length or
+drip: in bytes (a published name by ``PUBLISHED_MAX_BYTES``, any URL by ``max_bytes``, refused from the
+Content-Length before a byte is written and counted while streaming), in room (the destination's free space
+against the announced length; a disk that fills anyway is a clear error, not a crash), in time (``max_seconds``
+per attempt, and at least ``min_bytes_per_s`` over every ``RATE_WINDOW_SECONDS``) and in memory (a zip
+archive, which a .pt is, is refused from its directory when it would unpack to more than ``UNPACK_FACTOR``
+times its size: torch would inflate a zip bomb in memory before refusing it).
 """
 from __future__ import annotations
 
 import hashlib
 import http.client
 import os
+import shutil
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from edge_anime.errors import UserError
 from edge_anime.models import HASH_CHUNK_BYTES, sha256_file
@@ -48,6 +59,19 @@ PUBLISHED_LICENCE: Mapping[str, str] = {
     ),
 }
 UNKNOWN_LICENCE = "unknown (not a published checkpoint): check the terms with whoever published it"
+MIB = 1 << 20
+# The published checkpoints are one AnimeGANv2 generator's state dict each: 2.15 M float32 weights, ~8.6 MB
+# (a seeded one saved by torch 2.13 is 8,601,916 bytes). Their exact sizes are in git's tree (``git ls-tree
+# -l``), not in the blob ids pinned here; this bound is what no published file can exceed, so a server that
+# sends more (or announces more) is refused at once.
+PUBLISHED_MAX_BYTES: Mapping[str, int] = {name: 16 * MIB for name in PUBLISHED}
+MAX_BYTES = 512 * MIB           # any other URL: `models pull --max-mb`
+MAX_SECONDS = 600.0             # one attempt, start to end: `models pull --max-seconds`
+MIN_BYTES_PER_S = 1024          # slower than this over a whole RATE_WINDOW_SECONDS is a drip, not a download
+RATE_WINDOW_SECONDS = 30.0
+UNPACK_FACTOR = 4               # a zip that unpacks to more than this times its size is refused (torch stores)
+UNPACK_SLACK_BYTES = 1 * MIB    # plus this, for small archives with deflated text entries
+NAME_MAX_BYTES = 200            # the saved name, leaving room for the temp name's prefix and suffix
 DEFAULT_DEST = Path("checkpoints")
 TIMEOUT_SECONDS = 30.0          # per socket operation, not the whole download
 RETRIES = 3                     # attempts after the first
@@ -66,6 +90,16 @@ class _Retryable(Exception):
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What one download may cost (see the module docstring); ``max_bytes`` None: the spec's own bound."""
+
+    max_bytes: int | None = None
+    max_seconds: float = MAX_SECONDS
+    min_bytes_per_s: float = MIN_BYTES_PER_S
+    rate_window_s: float = RATE_WINDOW_SECONDS
+
+
+@dataclass(frozen=True)
 class Pulled:
     path: Path
     sha256: str
@@ -78,36 +112,73 @@ def resolve(spec: str, *, base_url: str = PUBLISHED_BASE_URL) -> tuple[str, str]
     """``(url, file name)`` for a published name (from ``base_url``, a mirror) or any http(s) URL."""
     if spec in PUBLISHED:
         return f"{base_url.rstrip('/')}/{spec}.pt", f"{spec}.pt"
-    parsed = urllib.parse.urlparse(spec)
-    if parsed.scheme in ("http", "https") and parsed.netloc:
-        filename = Path(urllib.parse.unquote(parsed.path)).name
-        if not filename or filename.startswith("."):
-            raise PullError(f"{spec}: the URL does not end in a file name to save it as")
-        return spec, filename
+    if any(ord(c) < 32 or ord(c) == 127 for c in spec):
+        raise PullError(f"{spec!r}: the URL holds a control character; expected a plain http(s) URL")
+    try:
+        parsed = urllib.parse.urlparse(spec)
+        netloc_ok = parsed.port is None or parsed.port > 0  # reading the port checks it
+        netloc_ok = netloc_ok and bool(parsed.hostname)
+    except ValueError as exc:  # a bad port or an unclosed [IPv6 literal
+        raise PullError(f"{spec!r}: not a usable URL ({exc})") from None
+    if parsed.scheme in ("http", "https") and netloc_ok:
+        return spec, _file_name(spec, parsed.path)
     raise PullError(f"'{spec}' is neither a published checkpoint ({', '.join(PUBLISHED)}) nor an http(s) URL")
+
+
+def _file_name(spec: str, url_path: str) -> str:
+    """The name to save a URL's file as: its last path segment, decoded, and one plain file name (no control
+    character such as a ``%00``, no hidden name, no path, short enough for the temp name beside it)."""
+    try:
+        decoded = urllib.parse.unquote(url_path, errors="strict")
+    except UnicodeDecodeError:
+        raise PullError(f"{spec}: the URL's file name is not UTF-8 once decoded; expected a plain file name") from None
+    filename = decoded.rpartition("/")[2]
+    if not filename or filename in (".", "..") or filename.startswith("."):
+        raise PullError(f"{spec}: the URL does not end in a file name to save it as")
+    if any(ord(c) < 32 or ord(c) == 127 for c in filename) or "\\" in filename:
+        raise PullError(f"{spec}: the URL's file name {filename!r} holds a control character or a backslash "
+                        "(a %00 or %0A in the URL); expected a plain file name")
+    if len(os.fsencode(filename)) > NAME_MAX_BYTES:
+        raise PullError(f"{spec}: the URL's file name is {len(os.fsencode(filename))} bytes; expected at most "
+                        f"{NAME_MAX_BYTES}")
+    return filename
 
 
 def pull(spec: str, *, dest: Path = DEFAULT_DEST, retries: int = RETRIES, timeout_s: float = TIMEOUT_SECONDS,
          backoff_s: float = BACKOFF_SECONDS, progress: bool = True, base_url: str = PUBLISHED_BASE_URL,
-         pinned: Mapping[str, str] = PUBLISHED_BLOB_SHA1) -> Pulled:
+         pinned: Mapping[str, str] = PUBLISHED_BLOB_SHA1, limits: Limits = Limits()) -> Pulled:
     """Download, check the pin and the structure (strict state dict), hash and rename into ``dest``.
 
     A ``.sha256`` sidecar goes with it. ``pinned`` maps published names to their git blob ids; a published
-    name without a pin there is refused rather than taken unchecked.
+    name without a pin there is refused rather than taken unchecked. ``limits`` bounds the download's bytes,
+    time and rate (a published name is never allowed more than ``PUBLISHED_MAX_BYTES``).
     """
     url, filename = resolve(spec, base_url=base_url)
-    dest.mkdir(parents=True, exist_ok=True)
-    tmp = dest / f".{filename}.{os.getpid()}.part"
+    bound = PUBLISHED_MAX_BYTES.get(spec, MAX_BYTES)
+    max_bytes = bound if limits.max_bytes is None else (min(bound, limits.max_bytes) if spec in PUBLISHED
+                                                         else limits.max_bytes)
+    limits = Limits(max_bytes=max_bytes, max_seconds=limits.max_seconds, min_bytes_per_s=limits.min_bytes_per_s,
+                    rate_window_s=limits.rate_window_s)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = dest / f".{filename}.{os.getpid()}.part"
+        tmp.touch()  # here, so that a folder we cannot write is said as such, not as a failed download
+    except OSError as exc:
+        raise PullError(f"--dest {dest}: cannot write there ({exc.strerror})") from None
     try:
         _download_with_retries(url, tmp, retries=retries, timeout_s=timeout_s, backoff_s=backoff_s,
-                               progress=progress)
+                               progress=progress, limits=limits)
         if spec in PUBLISHED:
             _check_pin(tmp, url=url, filename=filename, expected=pinned.get(spec))
+        _check_unpacked_size(tmp, url=url, filename=filename)
         _structural_check(tmp, url=url, filename=filename)
         digest = sha256_file(tmp)
         final = dest / filename
-        _write_sidecar(final, digest)
-        tmp.replace(final)
+        try:
+            _write_sidecar(final, digest)
+            tmp.replace(final)
+        except OSError as exc:
+            raise PullError(f"{final}: cannot keep it ({exc.strerror})") from None
         return Pulled(path=final, sha256=digest, url=url, size_bytes=final.stat().st_size,
                       licence=PUBLISHED_LICENCE.get(spec, UNKNOWN_LICENCE))
     finally:
@@ -136,11 +207,11 @@ def _check_pin(path: Path, *, url: str, filename: str, expected: str | None) -> 
 
 
 def _download_with_retries(url: str, tmp: Path, *, retries: int, timeout_s: float, backoff_s: float,
-                           progress: bool) -> None:
+                           progress: bool, limits: Limits) -> None:
     delay_s = backoff_s
     for attempt in range(retries + 1):
         try:
-            _download_once(url, tmp, timeout_s=timeout_s, progress=progress)
+            _download_once(url, tmp, timeout_s=timeout_s, progress=progress, limits=limits)
             return
         except _Retryable as exc:
             if attempt == retries:
@@ -149,20 +220,18 @@ def _download_with_retries(url: str, tmp: Path, *, retries: int, timeout_s: floa
             delay_s *= 2
 
 
-def _download_once(url: str, tmp: Path, *, timeout_s: float, progress: bool) -> None:
+def _download_once(url: str, tmp: Path, *, timeout_s: float, progress: bool, limits: Limits) -> None:
     from tqdm import tqdm
 
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response, open(tmp, "wb") as out:
-            expected = response.length  # None without Content-Length (then the structural check decides)
-            received = 0
-            with tqdm(total=expected, unit="B", unit_scale=True, desc=Path(url).name, disable=not progress,
-                      leave=False) as bar:
-                while chunk := response.read(CHUNK_BYTES):
-                    out.write(chunk)
-                    received += len(chunk)
-                    bar.update(len(chunk))
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            expected = response.length  # None without Content-Length (then the limits and the checks decide)
+            _check_announced(url, tmp, expected, limits)
+            bar = tqdm(total=expected, unit="B", unit_scale=True, desc=Path(url).name, disable=not progress,
+                       leave=False)
+            with open(tmp, "wb") as out, bar:
+                received = _stream(url, response, out, limits, bar.update)
             if expected is not None and response.length:  # http.client counts down what is still owed
                 raise _Retryable(f"connection closed after {received} bytes, {response.length} more announced")
     except urllib.error.HTTPError as exc:
@@ -174,6 +243,76 @@ def _download_once(url: str, tmp: Path, *, timeout_s: float, progress: bool) -> 
                          f"{exc.expected} more announced by Content-Length") from exc
     except (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException) as exc:
         raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+    except ValueError as exc:  # urllib's own refusal of a URL it cannot send (a control character, a bad host)
+        raise PullError(f"{url}: cannot request it ({exc})") from None
+
+
+def _check_announced(url: str, tmp: Path, expected: int | None, limits: Limits) -> None:
+    """Refuse before writing a byte: more than the limit, or more than the destination has room for."""
+    assert limits.max_bytes is not None
+    if expected is not None and expected > limits.max_bytes:
+        raise PullError(f"{url}: the server announces {expected} bytes (Content-Length), over the limit of "
+                        f"{limits.max_bytes} for this file ({_limit_hint(url)}); not downloaded")
+    if expected is not None:
+        free = shutil.disk_usage(tmp.parent).free
+        if expected + MIB > free:
+            raise PullError(f"{tmp.parent}: {free} bytes free, and the download announces {expected}; "
+                            "free some room or choose another --dest")
+
+
+def _stream(url: str, response: http.client.HTTPResponse, out: BinaryIO, limits: Limits,
+            update: Callable[[int], object]) -> int:
+    """Copy the body to ``out`` within ``limits``; returns the bytes received. ``read1`` returns what one
+    socket read gave, so a server that drips a byte at a time cannot hold one call for hours."""
+    assert limits.max_bytes is not None
+    start = time.monotonic()
+    window_start, window_bytes, received = start, 0, 0
+    while chunk := response.read1(CHUNK_BYTES):
+        received += len(chunk)
+        window_bytes += len(chunk)
+        if received > limits.max_bytes:
+            raise PullError(f"{url}: the server sent more than {limits.max_bytes} bytes, the limit for this file "
+                            f"({_limit_hint(url)}); stopped and kept nothing")
+        try:
+            out.write(chunk)
+        except OSError as exc:
+            raise PullError(f"{out.name}: cannot write the download ({exc.strerror}) after {received} bytes; "
+                            "nothing was kept: free some room or choose another --dest") from None
+        update(len(chunk))
+        now = time.monotonic()
+        if now - start > limits.max_seconds:
+            raise PullError(f"{url}: not complete after {limits.max_seconds:g} s ({received} bytes so far), the "
+                            "limit for one attempt (models pull --max-seconds); kept nothing")
+        if now - window_start >= limits.rate_window_s:
+            if window_bytes < limits.min_bytes_per_s * (now - window_start):
+                raise PullError(f"{url}: {window_bytes} bytes in the last {now - window_start:.0f} s, slower than "
+                                f"{limits.min_bytes_per_s:g} bytes/s: the server drips; kept nothing")
+            window_start, window_bytes = now, 0
+    return received
+
+
+def _limit_hint(url: str) -> str:
+    published = any(url.endswith(f"/{name}.pt") for name in PUBLISHED)
+    return "no published checkpoint is that large" if published else "models pull --max-mb"
+
+
+def _check_unpacked_size(path: Path, *, url: str, filename: str) -> None:
+    """A .pt is a zip archive: refuse one whose directory says it unpacks to far more than its size before
+    torch reads it, because torch inflates each entry in memory first (a 3.9 MB bomb took 4.1 GB of RSS)."""
+    if not zipfile.is_zipfile(path):
+        return
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError) as exc:
+        raise PullError(f"{url}: {filename} is a damaged zip archive ({exc}), not kept") from None
+    unpacked = sum(entry.file_size for entry in entries)
+    allowed = UNPACK_FACTOR * size + UNPACK_SLACK_BYTES
+    if unpacked > allowed:
+        raise PullError(f"{url}: {filename} is a zip archive of {size} bytes that unpacks to {unpacked} bytes "
+                        f"(over {UNPACK_FACTOR}x its size): a decompression bomb, not a checkpoint (torch stores "
+                        "its weights uncompressed); not kept")
 
 
 def _structural_check(path: Path, *, url: str, filename: str) -> None:

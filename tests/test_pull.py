@@ -1,5 +1,6 @@
 """``models pull`` against a loopback HTTP server in a thread (no outside network): success, a truncated
-body, a 404, a file that is not a checkpoint, and a server that fails once before succeeding."""
+body, a 404, a file that is not a checkpoint, and a server that fails once before succeeding; and hostile
+servers (issue 28): a body that never ends, a lying Content-Length, a drip, a full disk, a zip bomb."""
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +8,10 @@ import http.server
 import os
 import shutil
 import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from edge_anime.errors import EXIT_CONFIG
 from edge_anime_converters.pull import (
     PUBLISHED,
     PUBLISHED_BLOB_SHA1,
+    Limits,
     PullError,
     git_blob_sha1,
     pull,
@@ -38,6 +42,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.hits[self.path] = self.hits.get(self.path, 0) + 1
+        hostile = HOSTILE.get(self.path.split("?")[0])
+        if hostile is not None:
+            try:
+                hostile(self)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+                pass
+            self.close_connection = True
+            return
         body = self.routes.get(self.path.split("?")[0].replace("/flaky", ""))
         if self.path.startswith("/truncated"):
             body = self.routes["/good.pt"]
@@ -57,6 +69,89 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+# --- hostile servers (issue 28 item 11): each bounded in bytes and time on the server's side too ---------------
+SERVER_CAP_BYTES = 16 << 20     # an "endless" body ends here if the client never stops reading
+DRIP_STEP_S = 0.05              # a dripping server sends one byte this often...
+DRIP_CAP_BYTES = 400            # ...for at most this many (20 s)
+
+
+def _endless(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """No Content-Length and a body that does not end (HTTP/1.0: the end would be the close)."""
+    handler.send_response(200)
+    handler.end_headers()
+    block = b"\0" * 65536
+    for _ in range(SERVER_CAP_BYTES // len(block)):
+        handler.wfile.write(block)
+
+
+def _liar(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Announces a terabyte, sends a kilobyte."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(10 ** 12))
+    handler.end_headers()
+    handler.wfile.write(b"\0" * 1024)
+
+
+def _drip(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """An honest Content-Length, then a byte every DRIP_STEP_S: each socket read succeeds, the file never ends."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(100_000))
+    handler.end_headers()
+    for _ in range(DRIP_CAP_BYTES):
+        handler.wfile.write(b"\0")
+        handler.wfile.flush()
+        time.sleep(DRIP_STEP_S)  # the server's pace is what the test is about
+
+
+def _sized(size: int) -> Callable[[http.server.BaseHTTPRequestHandler], None]:
+    def send(handler: http.server.BaseHTTPRequestHandler) -> None:
+        """``size`` bytes, announced truthfully."""
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(size))
+        handler.end_headers()
+        block = b"\0" * 65536
+        for start in range(0, size, len(block)):
+            handler.wfile.write(block[: min(len(block), size - start)])
+
+    return send
+
+
+def _bomb(handler: http.server.BaseHTTPRequestHandler) -> None:
+    body = BOMB[0]
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+BOMB: list[bytes] = []
+HOSTILE: dict[str, Callable[[http.server.BaseHTTPRequestHandler], None]] = {
+    "/endless.pt": _endless, "/liar.pt": _liar, "/drip.pt": _drip, "/bomb.pt": _bomb,
+    "/four-mib.pt": _sized(4 << 20), "/big/paprika.pt": _sized(20 << 20),
+}
+BOMB_UNPACKED_BYTES = 1 << 30
+
+
+def _zip_bomb(small_checkpoint: bytes) -> bytes:
+    """A real torch checkpoint whose one storage entry is 1 GiB of zeros, deflated to ~1 MB: torch inflates an
+    entry in memory when it loads it, before any check of what it holds."""
+    import io
+    import zipfile
+
+    source = zipfile.ZipFile(io.BytesIO(small_checkpoint))
+    out = io.BytesIO()
+    block = bytes(64 << 20)
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as bomb:
+        for info in source.infolist():
+            if info.filename.endswith("/data/0"):
+                with bomb.open(info.filename, "w", force_zip64=True) as entry:
+                    for _ in range(BOMB_UNPACKED_BYTES // len(block)):
+                        entry.write(block)
+            else:
+                bomb.writestr(info.filename, source.read(info.filename))
+    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +260,87 @@ def test_cli_mirror_pull_says_expected_and_got(server: str, tmp_path: Path,
     assert os.listdir(tmp_path) == []
     assert main(["models", "pull", f"{server}/good.pt", "--dest", str(tmp_path), "--no-progress"]) == 0
     assert "licence: unknown (not a published checkpoint)" in capsys.readouterr().out
+
+
+# --- bounded in size, time and memory (issue 28 item 11) --------------------------------------------------------
+def _refused(spec: str, dest: Path, **options: object) -> tuple[str, float]:
+    started = time.monotonic()
+    with pytest.raises(PullError) as info:
+        pull(spec, dest=dest, **{**FAST, **options})  # type: ignore[arg-type]
+    assert os.listdir(dest) == [], "a refused download left something behind"
+    return str(info.value), time.monotonic() - started
+
+
+def test_a_body_that_never_ends_is_cut_at_the_limit(server: str, tmp_path: Path) -> None:
+    message, elapsed = _refused(f"{server}/endless.pt", tmp_path, limits=Limits(max_bytes=1 << 20))
+    assert "the server sent more than 1048576 bytes" in message and "--max-mb" in message
+    assert _Handler.hits["/endless.pt"] == 1 and elapsed < 10  # a limit is not worth a retry
+
+
+def test_a_lying_content_length_is_refused_before_a_byte_is_written(server: str, tmp_path: Path) -> None:
+    message, elapsed = _refused(f"{server}/liar.pt", tmp_path)
+    assert "announces 1000000000000 bytes (Content-Length), over the limit of 536870912" in message
+    assert elapsed < 10
+
+
+def test_a_published_name_larger_than_any_published_file_is_refused(server: str, tmp_path: Path) -> None:
+    message, _ = _refused("paprika", tmp_path, base_url=f"{server}/big")
+    assert "announces 20971520 bytes" in message and "no published checkpoint is that large" in message
+
+
+def test_a_dripping_server_is_given_up_on(server: str, tmp_path: Path) -> None:
+    message, elapsed = _refused(f"{server}/drip.pt", tmp_path, limits=Limits(max_seconds=1.0))
+    assert "not complete after 1 s" in message and "--max-seconds" in message
+    assert elapsed < 8
+    message, elapsed = _refused(f"{server}/drip.pt", tmp_path,
+                                limits=Limits(min_bytes_per_s=1000, rate_window_s=0.5))
+    assert "slower than 1000 bytes/s: the server drips" in message and elapsed < 8
+
+
+@pytest.mark.parametrize("tail", ["a%00b.pt", "a%0Ab.pt", "%2e%2e", "x%ff.pt"])
+def test_a_url_with_a_control_character_is_a_clear_error(server: str, tmp_path: Path, tail: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(PullError, match="control character|file name to save|not UTF-8"):
+        resolve(f"{server}/{tail}")
+    assert main(["models", "pull", f"{server}/{tail}", "--dest", str(tmp_path), "--no-progress"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err and err.count("\n") == 1, err
+
+
+def test_no_room_and_a_disk_filling_up_are_clear_errors_not_exit_70(server: str, tmpfs: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A 2 MiB destination: an announced 4 MiB is refused before the download; a body without a length fills
+    the disk and is said so. Both exit 78 with one line; nothing is kept."""
+    assert main(["models", "pull", f"{server}/four-mib.pt", "--dest", str(tmpfs), "--no-progress"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "bytes free, and the download announces 4194304" in err and err.count("\n") == 1, err
+    assert main(["models", "pull", f"{server}/endless.pt", "--dest", str(tmpfs), "--no-progress"]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "cannot write the download (No space left on device)" in err and err.count("\n") == 1, err
+    assert os.listdir(tmpfs) == []
+
+
+@pytest.mark.slow
+def test_a_zip_bomb_checkpoint_is_refused_without_inflating_it(server: str, tmp_path: Path) -> None:
+    """A real process, its own peak RSS read with wait4: main inflated the bomb in torch (GBs) before refusing."""
+    import io
+
+    import torch
+
+    if not BOMB:
+        small = io.BytesIO()
+        torch.save({"weight": torch.zeros(16)}, small)
+        BOMB.append(_zip_bomb(small.getvalue()))
+    assert len(BOMB[0]) < 8 << 20
+    proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "models", "pull", f"{server}/bomb.pt", "--dest",
+                             str(tmp_path / "dest"), "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == EXIT_CONFIG, err
+    assert "unpacks to 10737420" in err and "a decompression bomb" in err and err.count("\n") == 1, err
+    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    print(f"peak RSS of `models pull` on a {len(BOMB[0]) / 1e6:.1f} MB bomb of 1 GiB: {peak_mb:.0f} MB")
+    assert peak_mb < 400, peak_mb
+    assert os.listdir(tmp_path / "dest") == []
