@@ -37,12 +37,14 @@ from PIL import Image
 from . import imaging
 from .config import Config
 from .engine import Engine
-from .errors import InputError, TransientError
-from .fsutil import TRANSIENT_ERRNOS, write_atomic
+from .errors import TransientError
+from .fsutil import write_atomic
 from .host import usable_cores
+from .imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
 from .imaging.encoder import FORMAT_BY_EXT
 from .imaging.palette import apply_palette
 from .imaging.tone import restore_tone
+from .inputs import read_regular
 from .models import ModelInfo, PaletteSpec, ToneSpec
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,8 @@ class _Work:
     image: Image.Image | None = None
     infer_started: float = 0.0
     queue_id: int = 0
+    data: bytes | None = field(default=None, repr=False)  # the file's bytes, read on the decode lane
+    heavy: bool = False  # on the heavy decode lane (Pipeline._to_heavy_lane)
 
 
 class Pipeline:
@@ -128,6 +132,9 @@ class Pipeline:
         self._running_lock = threading.Lock()  # apart from _infer_lock: callbacks never wait on start_async
         decode_threads, encode_threads = stage_threads(config)
         self._decoders = ThreadPoolExecutor(decode_threads, thread_name_prefix="ea-decode")
+        # A decode its header says is heavy (imaging.decoder.decode_cost_mpx) runs on a lane of its own, so one
+        # huge or many-scan picture never holds up the photos queued behind it (issue 28: 129 s of wait).
+        self._heavy_decoders = ThreadPoolExecutor(1, thread_name_prefix="ea-decode-heavy")
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
         self.tone = tone_for(engine.model_info, config)  # the style's guard (None: off), imaging.tone
         self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
@@ -192,6 +199,7 @@ class Pipeline:
         """Stop: jobs not started yet get ``on_done`` with a TransientError; those running finish first."""
         self._closed = True
         self._decoders.shutdown(wait=True, cancel_futures=True)
+        self._heavy_decoders.shutdown(wait=True, cancel_futures=True)  # after: only the decoders submit to it
         with self._infer_lock:
             queues = [q for _, q in [*self._queues.values(), *self._retired]]
         for queue in queues:
@@ -207,6 +215,8 @@ class Pipeline:
     # -- stages --------------------------------------------------------------------------------------
     def _decode_stage(self, work: _Work) -> None:
         try:
+            if self._to_heavy_lane(work):
+                return
             self._read_decode_plan(work)
             if work.planned.full is not None:  # resize: full runs here, its tiles on the same slots
                 self._run_full(work)
@@ -221,9 +231,9 @@ class Pipeline:
             work.planned = work.job.planned
             work.in_size = work.planned.original_size
             return
-        start = time.perf_counter()
-        # timed apart so the I/O layer shows; decode parses these bytes
-        data = work.job.data if work.job.data is not None else _read_whole(work.job.src)
+        if work.data is None:
+            self._read(work)
+        data, work.data = work.data, None
         decoded_at = time.perf_counter()
         decoded = imaging.decode(work.job.src, cfg.image, data=data)
         del data
@@ -233,9 +243,32 @@ class Pipeline:
         requests = self._twopass.streams() if self._twopass is not None else self.engine.num_requests
         work.planned = imaging.plan(decoded, cfg.image, multiple=self.multiple, requests=requests)
         done = time.perf_counter()
-        work.timings["read"] = decoded_at - start
-        work.timings["decode"] = planned_at - decoded_at
+        work.timings["decode"] += planned_at - decoded_at  # plus the header read that chose the lane
         work.timings["resize"] = done - planned_at
+
+    def _read(self, work: _Work) -> None:
+        """The file's bytes into ``work.data``, timed apart so the I/O layer shows; decode parses them."""
+        start = time.perf_counter()
+        work.data = work.job.data if work.job.data is not None else _read_whole(work.job.src)
+        work.timings["read"] = time.perf_counter() - start
+
+    def _to_heavy_lane(self, work: _Work) -> bool:
+        """Read the file; when its header says the decode is heavy (over ``HEAVY_DECODE_MPX``), hand the job to
+        the heavy lane and return True. That lane has one thread: heavy pictures wait for each other, never
+        the light ones behind them. A header the decoder refuses (a scan bomb) costs nothing and stays here."""
+        if work.heavy or work.job.planned is not None:
+            return False
+        self._read(work)
+        assert work.data is not None
+        start = time.perf_counter()
+        cost = decode_cost_mpx(work.job.src, self.config.image, data=work.data)
+        work.timings["decode"] = time.perf_counter() - start
+        if cost <= HEAVY_DECODE_MPX:
+            return False
+        work.heavy = True
+        future = self._heavy_decoders.submit(self._decode_stage, work)
+        future.add_done_callback(functools.partial(self._cancelled, work=work, stage="decode"))
+        return True
 
     def _start_inference(self, work: _Work) -> None:
         rgb = np.ascontiguousarray(work.planned.rgb)
@@ -422,15 +455,9 @@ def stage_threads(config: Config, *, cores: int | None = None) -> tuple[int, int
 
 
 def _read_whole(path: Path) -> bytes:
-    """Read the file once (timed as the ``read`` stage) for decode to parse; missing or unreadable inputs
-    are InputErrors."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as exc:
-        if exc.errno in TRANSIENT_ERRNOS:
-            raise TransientError(f"{path}: {exc.strerror}", stage="read") from exc
-        raise InputError(f"{path}: cannot read: {exc.strerror}", stage="read") from exc
+    """Read the file once (timed as the ``read`` stage) for decode to parse; missing or unreadable inputs,
+    devices and FIFOs are InputErrors (``inputs.read_regular``: ``/dev/zero`` would fill the memory)."""
+    return read_regular(path)
 
 
 def _write(path: Path, data: bytes) -> None:

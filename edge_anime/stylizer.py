@@ -48,6 +48,7 @@ log = logging.getLogger("edge_anime.stylizer")
 
 ImageSource = Image.Image | bytes | bytearray | str | Path
 MEMORY_LABEL = Path("<image>")  # how an in-memory picture is named in error messages
+_PREMULTIPLIED = {"La": "LA", "RGBa": "RGBA"}  # modes TIFF cannot store -> the straight-alpha mode Pillow converts to
 
 
 class StylizerClosed(RuntimeError):
@@ -417,11 +418,25 @@ def _as_tiff(image: Image.Image) -> bytes:
     if icc:
         options["icc_profile"] = icc
     try:
-        image.save(buffer, format="TIFF", **options)
+        _with_alpha_band(image).save(buffer, format="TIFF", **options)
     except (OSError, ValueError) as exc:
         raise InputError(f"{MEMORY_LABEL}: a {image.mode} image of {image.size[0]}x{image.size[1]} cannot be "
                          f"handed to the decoder: {exc}", stage="decode") from None
     return buffer.getvalue()
+
+
+def _with_alpha_band(image: Image.Image) -> Image.Image:
+    """``image`` with its transparency as an alpha band where TIFF would lose it: TIFF keeps a palette but not
+    which entries are transparent (PNG's tRNS, a palette of RGBA colours), nor a transparent colour of an L or
+    RGB picture, and it cannot store premultiplied alpha (La, RGBa). Those go as RGBA, so the API keeps the
+    alpha that the same picture opened from its file keeps (the decoder turns it into RGB + alpha the same
+    way); every other mode goes as it is."""
+    if image.mode in _PREMULTIPLIED:
+        return image.convert(_PREMULTIPLIED[image.mode])
+    palette_alpha = image.mode == "P" and image.palette is not None and image.palette.mode == "RGBA"
+    if "transparency" in image.info or palette_alpha:
+        return image.convert("RGBA")
+    return image
 
 
 __all__: Sequence[str] = ("ImageSource", "Stylizer", "StylizerClosed")

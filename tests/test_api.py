@@ -3,10 +3,13 @@ through the same image policy as the CLI (same pixels), concurrent calls from ma
 the project's taxonomy. Real OpenVINO on the seeded-random IR; the docs example on the bundled style."""
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import re
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -161,3 +164,58 @@ def test_stylize_style_picks_a_served_style(two_styles: Callable[..., Path], tmp
     assert "--style paprika: not served by" in capsys.readouterr().err
     assert main(["config", "check", str(config)]) == 0
     assert "also serves toon" in capsys.readouterr().out
+
+
+# --- issue 28: palette transparency through the API, devices and FIFOs -------------------------------------
+
+def test_a_palette_picture_with_transparency_keeps_its_alpha_through_the_api(stylizer: Stylizer,
+                                                                              tmp_path: Path) -> None:
+    """TIFF, the API's hand-over, drops a palette's transparent entries: the PIL image came back RGB while the
+    same file by path kept its alpha. Both give the same RGBA now, for tRNS and for an RGBA palette."""
+    rgba = synthetic_photo(96, 64, seed=5).convert("RGBA")
+    alpha = Image.new("L", rgba.size, 255)
+    alpha.paste(0, (0, 0, 48, 64))
+    rgba.putalpha(alpha)
+    for name, picture in (("trns.png", rgba.convert("RGB").quantize(16)), ("rgba_palette.png", rgba.quantize(16))):
+        if name == "trns.png":
+            picture.info["transparency"] = picture.getpixel((0, 0))  # the left half's colour is transparent
+        path = tmp_path / name
+        picture.save(path)
+        by_path = stylizer.stylize(path)
+        opened = Image.open(path)
+        assert opened.mode == "P"
+        by_image = stylizer.stylize(opened)
+        assert by_path.mode == by_image.mode == "RGBA", name
+        assert np.array_equal(np.asarray(by_image), np.asarray(by_path)), name
+        assert by_image.getchannel("A").getextrema() == (0, 255), name
+
+
+def test_a_fifo_is_refused_at_once_instead_of_waiting_for_a_writer(stylizer: Stylizer, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    try:
+        with pytest.raises(InputError, match=rf"{re.escape(str(fifo))}: is a FIFO \(named pipe\), not a regular file"):
+            stylizer.stylize(fifo, timeout=10)
+    finally:  # before the fix a decode thread waited in open() for a writer: let it go so close() can end
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_dev_zero_is_refused_instead_of_filling_the_memory(write_config: Callable[..., Path]) -> None:
+    """In a child process with its data segment capped at 2 GiB: before the fix ``/dev/zero`` was read until
+    the kernel killed the process (23.8 GB), here it would end in a MemoryError instead of a clear refusal."""
+    script = textwrap.dedent(f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_DATA, (2 << 30, 2 << 30))
+        from edge_anime import Stylizer
+        from edge_anime.errors import InputError
+        with Stylizer({str(write_config())!r}) as s:
+            try:
+                s.stylize("/dev/zero", timeout=60)
+            except InputError as exc:
+                print("refused:", exc)
+            except BaseException as exc:
+                print("other:", type(exc).__name__, exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert "refused: /dev/zero: is a character device, not a regular file" in proc.stdout, proc.stdout + proc.stderr
