@@ -5,6 +5,7 @@ second style is the bundled ``toon``; the default is the session's seeded-random
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import shutil
 import signal
@@ -20,6 +21,7 @@ from PIL import Image
 from test_service import (
     WORK_DEADLINE_S,
     Service,
+    _free_port,
     assert_decodes,
     claims_left,
     hidden,
@@ -28,6 +30,7 @@ from test_service import (
     visible,
     wait_until,
 )
+from test_service_faults import metric
 
 
 @pytest.fixture
@@ -146,3 +149,72 @@ def test_sighup_drops_and_adds_a_style_and_its_waiting_files_stay_untouched(
     assert svc.stop() == 0
     assert visible(root / "inbox") == [] and visible(root / "failed") == []
     assert claims_left(root / "work") == []
+
+
+def _style_copy(random_ir: Path, folder: Path, *, style: str, damaged: bool) -> Path:
+    """The session's IR as style ``style``; ``damaged``: its graph cut in half and the manifest's digest made to
+    match, so the start's digest check passes and the compile on first use fails (what a model fault is)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("model.xml", "model.bin"):
+        shutil.copyfile(random_ir / name, folder / name)
+    manifest = yaml.safe_load((random_ir / "manifest.yaml").read_text())
+    manifest["style"] = style
+    if damaged:
+        xml = (random_ir / "model.xml").read_bytes()
+        (folder / "model.xml").write_bytes(xml[: len(xml) // 2])
+    manifest["ir"]["xml_sha256"] = hashlib.sha256((folder / "model.xml").read_bytes()).hexdigest()
+    (folder / "manifest.yaml").write_text(yaml.safe_dump(manifest))
+    return folder
+
+
+def test_a_style_that_cannot_compile_holds_its_folder_and_a_reload_brings_it_back(
+        config: Callable[..., Path], random_ir: Path, make_photo: Callable[..., Path], tmp_path: Path,
+        services: list[Service]) -> None:
+    """Issue 28 item 6: a style whose IR failed to compile sent a good photo through 10 retries into failed/.
+    A model fault is the box's: the photo stays, the style's folder is held, log, status and metrics say so,
+    the default style goes on, and a reload after the model is fixed stylizes what waited."""
+    port = _free_port()
+    model = _style_copy(random_ir, tmp_path / "models" / "broken", style="broken", damaged=True)
+    cfg = config({"model": {"styles": [str(model)]}, "image": {"max_side": 64},
+                  "service": {"metrics": {"enabled": True, "port": port}}})
+    log = tmp_path / "service.log"
+    svc = start(services, cfg, log)
+    root = svc.root
+    src = tmp_path / "src"
+    held = [make_photo(f"held{i}.jpg", 64, 64, seed=i, folder=src) for i in range(2)]
+    shutil.copyfile(held[0], root / "inbox" / "broken" / held[0].name)
+    wait_until(lambda: "broken" in log.read_text() and "compile" in log.read_text(), timeout_s=WORK_DEADLINE_S,
+               what="the style's compile failing", proc=svc.proc, log=log)
+    shutil.copyfile(held[1], root / "inbox" / "broken" / held[1].name)  # arrives while the folder is held
+    other = make_photo("other.jpg", 64, 64, seed=9, folder=src)
+    shutil.copyfile(other, root / "inbox" / "other.jpg")
+    wait_until(lambda: (root / "outbox" / "other_randgen.jpg").exists(), timeout_s=WORK_DEADLINE_S,
+               what="the default style still serving", proc=svc.proc, log=log)
+    text = log.read_text()
+    assert "style broken cannot be compiled: " in text and f"its folder {root / 'inbox' / 'broken'} is held" in text
+    assert "retry " not in text and "failed " not in text, text
+    for photo in held:  # untouched, where they were put
+        assert (root / "inbox" / "broken" / photo.name).read_bytes() == photo.read_bytes()
+    assert visible(root / "failed") == [] and visible(root / "outbox" / "broken") == []
+    status = wait_until(lambda: ((svc.status() or {}).get("styles", {}).get("broken") or {}).get("broken")
+                        and svc.status(), timeout_s=10, what="the status file saying the style is broken",
+                        proc=svc.proc, log=log)
+    assert "OpenVINO cannot read" in status["styles"]["broken"]["broken"] and status["state"] == "ready"
+    assert metric(port, 'edge_anime_style_broken{style="broken"}') == 1.0
+    assert (metric(port, "edge_anime_retries_total") or 0.0) == 0.0
+    out = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60)
+    assert "broken: 0 done, 0 failed; cannot be compiled, its folder held until a reload" in out.stdout
+
+    _style_copy(random_ir, model, style="broken", damaged=False)  # the operator fixes the model...
+    svc.proc.send_signal(signal.SIGHUP)  # ...and reloads
+    for photo in held:
+        wait_until(lambda p=photo: (root / "outbox" / "broken" / f"{p.stem}_broken.jpg").exists(),
+                   timeout_s=WORK_DEADLINE_S, what=f"{photo.name} stylized after the reload", proc=svc.proc, log=log)
+    assert "reload: style(s) broken could not be compiled before; tried again" in log.read_text()
+    wait_until(lambda: metric(port, 'edge_anime_style_broken{style="broken"}') == 0.0, timeout_s=10,
+               what="the metric back to 0", proc=svc.proc, log=log)
+    assert svc.stop() == 0
+    assert visible(root / "failed") == [] and visible(root / "inbox") == [] and claims_left(root / "work") == []
+    for path in visible(root / "outbox"):
+        assert_decodes(path)

@@ -75,8 +75,10 @@ def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None
             notes = [word for word, on in (("default", i == 0), ("compiled", info.get("compiled")),
                                            ("no longer served", info.get("served") is False)) if on]
             label = "styles:" if i == 0 else ""
+            broken = info.get("broken")
             lines.append(f"{label:<11}{name}: {info.get('processed', '?')} done, {info.get('failed', '?')} failed"
-                         + (f" ({', '.join(notes)})" if notes else ""))
+                         + (f" ({', '.join(notes)})" if notes else "")
+                         + (f"; cannot be compiled, its folder held until a reload: {broken}" if broken else ""))
     paused = data.get("paused")
     if isinstance(paused, dict):
         lines.append(f"paused:    {paused.get('reason')} (for {paused.get('seconds')} s)")

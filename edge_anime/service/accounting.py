@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from ..watch.claim import Claim
@@ -28,6 +29,7 @@ class Accounting:
         self.per_style: dict[str, Counts] = {}
         self.metrics = Metrics()
         self.last: dict[str, Any] | None = None
+        self.broken: dict[str, str] = {}  # style -> why its model cannot be compiled (until a reload)
         self.state = "starting"
         self.started = time.time()
 
@@ -73,7 +75,8 @@ class Accounting:
                       out_size=getattr(result, "out_size", None), timings_s=timings)
         log.info("done %s %s -> %s %s%s", log_name(claim.rel), _size(fields["in_size"]),
                  log_name(verdict.where.name if verdict.where else ""), _size(fields["out_size"]),
-                 _timings(timings) if result is not None else " (recovered: output was complete)",
+                 _timings(timings, frames=getattr(result, "frames", 0) or 0) if result is not None
+                 else " (recovered: output was complete)",
                  extra={FIELDS_ATTR: fields})
 
     def paused(self, reason: str) -> None:
@@ -87,6 +90,28 @@ class Accounting:
         log.info("intake resumed after %.1f s paused", paused_s,
                  extra={FIELDS_ATTR: {"event": "resumed", "paused_s": round(paused_s, 3)}})
 
+    def style_broken(self, style: str, reason: str, *, default: bool, folder: Path) -> None:
+        """A style's model failed to compile: say what is held and what brings it back (once per failure)."""
+        self.broken[style] = reason
+        self.metrics.style_broken.labels(style=style).set(1)
+        fields = {"event": "style_broken", "style": style, "reason": reason}
+        if default:
+            log.error("style %s (the default) cannot be compiled: %s; intake is paused and every input is kept; "
+                      "fix the model, then reload (systemctl reload edge-anime)", style, reason,
+                      extra={FIELDS_ATTR: fields})
+        else:
+            log.error("style %s cannot be compiled: %s; its folder %s is held: files there wait untouched, and "
+                      "the style is tried again at the next reload (systemctl reload edge-anime) once its model "
+                      "is fixed", style, reason, folder, extra={FIELDS_ATTR: fields})
+
+    def styles_retried(self) -> list[str]:
+        """A reload: every broken style is tried again (compiled on its next file); returns their names."""
+        retried = sorted(self.broken)
+        for style in retried:
+            self.metrics.style_broken.labels(style=style).set(0)
+        self.broken.clear()
+        return retried
+
     def _style(self, claim: Claim) -> Counts:
         return self.per_style.setdefault(claim.style, Counts())
 
@@ -97,7 +122,8 @@ class Accounting:
 
     def status_line(self, pause: Pause | None) -> str:
         why = f" ({pause.reason})" if pause is not None else ""
-        return f"{self.shown_state(pause)}{why}: {self.counts.summary()}"
+        broken = "".join(f"; style {s} cannot be compiled" for s in sorted(self.broken))
+        return f"{self.shown_state(pause)}{why}: {self.counts.summary()}{broken}"
 
     def pause_info(self, pause: Pause | None) -> dict[str, Any] | None:
         if pause is None:
@@ -110,7 +136,8 @@ class Accounting:
         names = list(served) + [s for s in self.per_style if s and s not in served]
         return {name: {"processed": self.per_style.get(name, Counts()).processed,
                        "failed": self.per_style.get(name, Counts()).failed,
-                       "served": name in served, "compiled": name in compiled} for name in names}
+                       "served": name in served, "compiled": name in compiled,
+                       "broken": self.broken.get(name)} for name in names}
 
     def update_gauges(self, pause: Pause | None) -> None:
         self.metrics.queue_depth.set(self.counts.queued)
@@ -122,8 +149,13 @@ def _size(size: Any) -> str:
     return f"{size[0]}x{size[1]}" if size else "?"
 
 
-def _timings(timings: dict[str, float]) -> str:
+def _timings(timings: dict[str, float], *, frames: int = 0) -> str:
+    """' in 0.412 s (decode=12ms infer=380ms ...)' for a photo, ' in 9.870 s (240 frames)' for a clip, whose
+    result has only a total: never an empty '()' at the end of the line."""
     if not timings:
         return ""
-    parts = " ".join(f"{k}={v * 1000:.0f}ms" for k, v in timings.items() if k != "total")
-    return f" in {timings.get('total', sum(timings.values())):.3f} s ({parts})"
+    parts = [f"{k}={v * 1000:.0f}ms" for k, v in timings.items() if k != "total"]
+    if frames:
+        parts.append(f"{frames} frames")
+    total = f" in {timings.get('total', sum(timings.values())):.3f} s"
+    return f"{total} ({' '.join(parts)})" if parts else total

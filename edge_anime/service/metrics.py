@@ -31,6 +31,8 @@ class Metrics:
         self.in_flight = Gauge("edge_anime_in_flight", "Jobs submitted and not finished", registry=self.registry)
         self.paused = Gauge("edge_anime_intake_paused", "1 while intake is paused by a fault of the box's storage",
                             registry=self.registry)
+        self.style_broken = Gauge("edge_anime_style_broken", "1 while the style's model cannot be compiled (its "
+                                  "inbox folder held until a reload)", ["style"], registry=self.registry)
         self.pauses = Counter("edge_anime_intake_pauses", "Times intake paused for a fault of the box's storage",
                               registry=self.registry)
         self.stage_seconds = Histogram("edge_anime_stage_seconds", "Seconds per pipeline stage per image",

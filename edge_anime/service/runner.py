@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config, ModelSection, is_loopback, load_config
-from ..errors import ConfigError, TransientError, UserError
+from ..errors import ConfigError, UserError
 from ..inputs import InputFilter
 from ..naming import child
 from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, write_probe
 from ..watch.detect import Detector, scan
-from ..watch.faults import describe
+from ..watch.faults import StyleFault, describe
 from ..watch.folders import Folders, check_style_names, prepare_folders
 from ..watch.handler import Handler
 from ..watch.journal import ProcessedList
@@ -97,6 +97,7 @@ class Service:
         accept = self._routes(config)
         handler = Handler(config=config, folders=self.folders, worker=self.worker, style=self.stylizer.styles[0],
                           accept=accept, model_hash=self._model_hash, journal=self.journal)
+        handler.broken = self.acct.broken  # one dict: what the handler says of a held folder, status and metrics
         self.detector = self._new_detector(config, accept)
         self.core = WatchCore(handler=handler, worker=self.worker, source=self.detector, submit=self._submit,
                               probe=self._probe, events=self.acct, limit=self.stylizer.max_in_flight)
@@ -169,9 +170,11 @@ class Service:
 
     def _routes(self, config: Config) -> InputFilter:
         """The input rule with the served styles as routes (their inbox and outbox folders made now, so an
-        integrator sees where to put files), and the held styles' folders left alone."""
+        integrator sees where to put files), and the held styles' folders left alone: those dropped by a
+        reload and those whose model cannot be compiled (until the next reload)."""
         styles = self.stylizer.styles
         self.held -= set(styles)
+        broken = set(self.acct.broken) - {styles[0]}  # the default's folder is the inbox: intake pauses instead
         if config.model.styles:  # one style: the inbox root is its route, no folder to make
             for style in styles:
                 for base in (self.folders.inbox, self.folders.outbox):
@@ -179,7 +182,8 @@ class Service:
                         child(base, style, what="style folder").mkdir(exist_ok=True)
                     except OSError as exc:
                         raise ConfigError(f"model.styles: cannot create {base / style} ({exc.strerror})") from None
-        return InputFilter(config.watch, routes=styles, held=self.held, also=config.video.extensions)
+        return InputFilter(config.watch, routes=[s for s in styles if s not in broken], held=self.held | broken,
+                           also=config.video.extensions)
 
     def _model_hash(self, style: str) -> str:
         model = self.stylizer.model_of(style)
@@ -199,20 +203,47 @@ class Service:
         from ..video import is_clip
 
         style = claim.style or self.core.handler.style_for(claim.rel)
-        if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
-            self.clips.submit(claim, dst)
-            return
         compiling = style not in self.stylizer.compiled_styles()
         try:
             with self._startup_watchdog() if compiling else contextlib.nullcontext():
+                if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
+                    with self.stylizer.pipeline_for(style):  # compiled here, so a broken model is said here
+                        pass
+                    self.clips.submit(claim, dst)
+                    return
                 future = self.stylizer.submit(Job(src=claim.path, dst=dst), style=style)
-        except UserError as exc:  # the style's model cannot be compiled now: retried, then failed/ with why
-            self.core.done(claim, TransientError(f"style {style!r}: {exc}", stage="compile"))
+        except UserError as exc:  # the model's fault, not the input's: the input is kept, the style held
+            self._style_broken(style, str(exc))
+            self.core.done(claim, StyleFault(style, str(exc)))
             return
         future.add_done_callback(lambda done: self.core.done(claim, done.result().error, done.result()))
 
+    def _style_broken(self, style: str, reason: str) -> None:
+        """A style failed to compile: say so (log, status, metrics) and stop taking its folder's files, so its
+        inputs wait untouched; the default style's inbox is the root, so there intake pauses (``_probe``)."""
+        if style in self.acct.broken:
+            return
+        default = style == self.stylizer.styles[0]
+        self.acct.style_broken(style, reason, default=default, folder=self.folders.inbox / style)
+        if not default:
+            self._rewatch(self.config)
+
+    def _rewatch(self, config: Config) -> InputFilter:
+        """Routes and held folders changed: a new input rule for the handler and a new detector (a rescan)."""
+        accept = self._routes(config)
+        self.core.handler.update(config=config, style=self.stylizer.styles[0], accept=accept)
+        self.detector.stop()
+        self.detector = self._new_detector(config, accept)
+        self.core.source = self.detector
+        self.detector.start()
+        return accept
+
     def _probe(self) -> None:
-        """Can the box write again? The state folders, the outbox and the status file's folder."""
+        """Can the box write again? The state folders, the outbox and the status file's folder; and while the
+        default style cannot be compiled, no (a reload clears that)."""
+        default = self.stylizer.styles[0]
+        if default in self.acct.broken:
+            raise StyleFault(default, self.acct.broken[default])
         write_probe([self.folders.work, self.folders.outbox, self.config.status_file().parent])
 
     def _new_detector(self, config: Config, accept: InputFilter) -> Detector:
@@ -333,10 +364,14 @@ class Service:
             how = "styles " + ", ".join([f"+{a}" for a in added] + [f"-{r}" for r in removed])
         removed_styles = styles_before - set(self.stylizer.styles)
         self.held |= removed_styles
+        retried = self.acct.styles_retried()  # a reload is the operator's word that a model may be fixed now
+        if retried:
+            log.info("reload: style(s) %s could not be compiled before; tried again on their next file",
+                     ", ".join(retried))
         accept = self._routes(new)
         for style in sorted(removed_styles):
             self._say_held(style, accept)
-        if new.watch != old.watch or removed_styles or set(self.stylizer.styles) != styles_before:
+        if new.watch != old.watch or removed_styles or set(self.stylizer.styles) != styles_before or retried:
             self.detector.stop()
             if new.watch.after_success == "keep" and self.journal is None:
                 self.journal = ProcessedList(self.folders.work)

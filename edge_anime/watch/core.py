@@ -7,7 +7,9 @@ So tests drive it in-process with a fake clock and a fake pipeline, without thre
 
 Errors are caught at one boundary, ``_on_error``, and mean what watch/faults.py says: a bad input goes to
 failed/ at once; a fault of the box (disk full, read-only, I/O) pauses intake and keeps every claim, never
-condemning one, until ``probe`` succeeds; other transient errors retry up to ``retry.max_attempts``.
+condemning one, until ``probe`` succeeds; a style whose model cannot be compiled gives its input back
+untouched (the shell holds that style's folder until a reload); other transient errors retry up to
+``retry.max_attempts``.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from typing import Any, Protocol
 from ..fsutil import write_atomic
 from ..naming import child
 from .claim import Claim, WorkerDir, adopt_orphans, load_claim, save_record, sweep_names
-from .faults import Kind, classify, describe
+from .faults import Kind, StyleFault, classify, describe
 from .handler import Handler, Outcome, Verdict
 
 log = logging.getLogger("edge_anime.watch")
@@ -237,6 +239,9 @@ class WatchCore:
             return Verdict(Outcome.RETRY, reason=reason, stage=stage, delay_s=0.0, held=True)
         if kind is Kind.REQUEUE:
             return Verdict(Outcome.RETRY, reason=reason, stage=stage, delay_s=0.0)
+        if kind is Kind.MODEL:
+            assert isinstance(error, StyleFault)
+            return self._hold_for_model(claim, error)
         if kind is Kind.RETRY:
             return self._retry_or_give_up(claim, reason, stage)
         if kind is Kind.BUG:
@@ -244,6 +249,20 @@ class WatchCore:
             log.error("internal error on %s (a bug; please report):\n%s", claim.rel, trace)
             reason, stage = f"internal error: {type(error).__name__}: {error}", "internal"
         return self._fail(claim, reason, stage)
+
+    def _hold_for_model(self, claim: Claim, fault: StyleFault) -> Verdict:
+        """The style cannot be compiled: no attempt is counted against the input. A routed style's input goes
+        back to its folder, which the shell holds until a reload; the default style's folder is the inbox
+        itself, so intake pauses instead (the shell's probe fails while its model is broken)."""
+        if fault.style == self.handler.style:
+            self._pause(str(fault))
+            return Verdict(Outcome.RETRY, reason=str(fault), stage=fault.stage, delay_s=0.0, held=True)
+        try:
+            return self.handler.give_back(claim, reason=f"{fault}; it waits in its folder until a reload "
+                                          "compiles the style")
+        except OSError as exc:  # the box cannot move it now: hold it like any claim during a box fault
+            self._pause(describe(exc))
+            return Verdict(Outcome.RETRY, reason=str(fault), stage=fault.stage, delay_s=0.0, held=True)
 
     def _retry_or_give_up(self, claim: Claim, reason: str, stage: str) -> Verdict:
         retry = self.handler.config.watch.retry

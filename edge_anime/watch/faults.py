@@ -8,6 +8,8 @@ disk used to count against each input's ``retry.max_attempts`` and then filed go
   every claim is kept, and nothing is condemned; a probe resumes intake once writes succeed again.
 - ``RETRY``: transient but not storage (out of memory while decoding): bounded by ``retry.max_attempts``.
 - ``REQUEUE``: the pipeline closed before the job ran (a reload or a stop): run it again, no attempt counted.
+- ``MODEL``: the style's model cannot be compiled (``StyleFault``): the box's fault too, never the input's. The
+  input goes back untouched, the style's folder is held until a reload tries the model again.
 - ``BUG``: anything else: failed/ with "internal error" and a traceback in the log.
 """
 from __future__ import annotations
@@ -40,9 +42,22 @@ ERRNO_WORDS = {
 class Kind(enum.Enum):
     INPUT = "input"
     BOX = "box"
+    MODEL = "model"
     RETRY = "retry"
     REQUEUE = "requeue"
     BUG = "bug"
+
+
+class StyleFault(Exception):
+    """A style's model failed to compile (a damaged or unreadable IR): no input can be stylized in it, so none
+    may be condemned for it. ``stage`` is the watch core's word for where it happened."""
+
+    stage = "compile"
+
+    def __init__(self, style: str, reason: str) -> None:
+        super().__init__(f"style {style!r} cannot be compiled: {reason}")
+        self.style = style
+        self.reason = reason
 
 
 def os_error_of(error: BaseException) -> OSError | None:
@@ -59,6 +74,8 @@ def os_error_of(error: BaseException) -> OSError | None:
 
 def classify(error: BaseException) -> Kind:
     """The one rule for what ``error`` means (see the module docstring)."""
+    if isinstance(error, StyleFault):
+        return Kind.MODEL
     if isinstance(error, (InputError, UnsafeNameError)):
         return Kind.INPUT
     os_error = os_error_of(error)

@@ -85,6 +85,7 @@ class Handler:
         self.worker = worker
         self.journal = journal
         self.model_hash = model_hash
+        self.broken: dict[str, str] = {}  # style -> why its model cannot be compiled (the shell's, shared)
         self.update(config=config, style=style, accept=accept)
 
     def update(self, *, config: Config, style: str, accept: InputFilter) -> None:
@@ -118,6 +119,9 @@ class Handler:
         if self.journal is not None and self.journal.contains(claim.rel, st):
             return self.give_back(claim, reason="already processed (watch.after_success: keep)")
         held = self.accept.held_style(claim.rel)
+        if held is not None and held in self.broken:
+            return self.give_back(claim, reason=f"style {held!r} cannot be compiled ({self.broken[held]}); it "
+                                  "waits in its folder until a reload compiles the style")
         if held is not None:
             return self.give_back(claim, reason=f"style {held!r} is no longer served (model.styles); it waits in "
                                   "its folder until the style is served again")
