@@ -5,8 +5,11 @@ helpers). Clips are 160x120 at 24 fps and inference runs at 64-96 px, so each te
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import signal
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -191,6 +194,68 @@ def test_a_clip_without_pyav_fails_naming_the_extra(write_config: Callable[..., 
     result = stylize(write_config(), src, tmp_path / "a_randgen.mp4")
     assert isinstance(result.error, InputError)
     assert "pip install 'edge-anime[video]'" in str(result.error) and str(src) in str(result.error)
+
+
+def understated(src: Path, *, header_ms: float) -> Path:
+    """``src`` (Matroska) with its segment's Duration and its tracks' DURATION tags rewritten to ``header_ms``:
+    a header that lies about the length, frames and packets untouched."""
+    data = bytearray(src.read_bytes())
+    at = data.find(b"\x44\x89\x88")  # the Duration element: ID 0x4489, an 8-byte float of milliseconds
+    assert at > 0
+    data[at + 3: at + 11] = struct.pack(">d", header_ms)
+    told = f"00:00:{header_ms / 1000:012.9f}".encode()
+    lying = re.sub(rb"00:00:\d\d\.\d{9}", told, bytes(data))
+    out = src.with_name(f"liar_{src.name}")
+    out.write_bytes(lying)
+    return out
+
+
+@pytest.mark.parametrize(("override", "words"), [({"max_frames": 10}, "more than video.max_frames=10 frames"),
+                                                 ({"max_seconds": 1.0}, "longer than video.max_seconds=1")])
+def test_a_header_that_understates_the_length_is_counted_while_decoding(
+        write_config: Callable[..., Path], tmp_path: Path, override: dict[str, Any], words: str) -> None:
+    """A 2 s Matroska clip (48 frames) whose header says 0.2 s (5 frames): it passed the header's limits and
+    every frame was stylized; the reader now counts frames and seconds and stops at the limit."""
+    from edge_anime.errors import InputError
+
+    src = understated(make_clip(tmp_path / "long.mkv", seconds=2.0, container="matroska"), header_ms=200.0)
+    with av.open(str(src)) as clip:
+        assert clip.duration == 200_000 and sum(1 for _ in clip.decode(video=0)) == 2 * FPS
+    (tmp_path / "out").mkdir()
+    result = stylize(write_config({"image": {"max_side": 64}, "video": override}), src,
+                     tmp_path / "out" / "liar_randgen.mp4")
+    assert isinstance(result.error, InputError) and result.error.stage == "decode", result.error
+    assert words in str(result.error) and str(src) in str(result.error) and "header states" in str(result.error)
+    if "max_frames" in override:
+        assert "refused at frame 11" in str(result.error)
+    assert list((tmp_path / "out").iterdir()) == []                   # nothing visible, no temp file left
+
+
+def test_a_photo_named_as_a_clip_is_called_a_photo(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    from PIL import Image
+
+    from edge_anime import Stylizer
+    from edge_anime.errors import InputError
+
+    with Stylizer(write_config()) as stylizer:
+        for fmt, name in (("JPEG", "photo.mp4"), ("PNG", "photo.mov")):
+            Image.new("RGB", (96, 64), (200, 120, 40)).save(tmp_path / name, fmt)
+            result = stylizer.run_clip(tmp_path / name, tmp_path / "out.mp4")
+            assert isinstance(result.error, InputError), result.error
+            assert str(result.error).startswith(f"{tmp_path / name}: a {fmt} picture, not a video clip"), result.error
+
+
+def test_a_fifo_or_a_device_named_as_a_clip_is_refused(write_config: Callable[..., Path], tmp_path: Path) -> None:
+    from edge_anime import Stylizer
+    from edge_anime.errors import InputError
+
+    fifo = tmp_path / "pipe.mp4"
+    os.mkfifo(fifo)
+    with Stylizer(write_config()) as stylizer:
+        for src, kind in ((fifo, "a FIFO (named pipe)"), (Path("/dev/zero"), "a character device")):
+            result = stylizer.run_clip(src, tmp_path / "out.mp4")
+            assert isinstance(result.error, InputError), result.error
+            assert str(result.error) == f"{src}: is {kind}, not a regular file; expected a picture or clip file"
 
 
 # --- the watch folder ---------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ TYPICAL_JPEG_SCANS = 10  # what decode_cost_mpx calls one pass over a progressiv
 # progressive JPEG of 100 scans or a large PNG/TIFF (seconds) goes to the heavy one.
 HEAVY_DECODE_MPX = 16.0
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
-_CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
+CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
 
 
 _limits_lock = threading.Lock()
@@ -156,7 +156,7 @@ def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
                 if scans > MAX_JPEG_SCANS:
                     return 0.0
                 passes = max(1.0, scans / TYPICAL_JPEG_SCANS)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *_CORRUPT_ERRORS):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS):
         return 0.0
     return width * height * passes / 1e6  # one frame: decode loads the first only
 
@@ -164,7 +164,7 @@ def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
 def _orientation(im: Image.Image) -> int:
     try:
         value = int(im.getexif().get(EXIF_ORIENTATION_TAG, 1))
-    except _CORRUPT_ERRORS:  # a broken EXIF block must not lose the picture
+    except CORRUPT_ERRORS:  # a broken EXIF block must not lose the picture
         return 1
     return value if 1 <= value <= 8 else 1
 
@@ -184,7 +184,7 @@ def _exif_to_copy(im: Image.Image, *, reset_orientation: bool) -> bytes | None:
         if reset_orientation and EXIF_ORIENTATION_TAG in exif:
             exif[EXIF_ORIENTATION_TAG] = 1
         return exif.tobytes()
-    except _CORRUPT_ERRORS:
+    except CORRUPT_ERRORS:
         return None  # unreadable EXIF: drop it rather than the image
 
 
@@ -295,7 +295,7 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
             rgb_image, alpha_image, icc = to_rgb_alpha(im, label=str(path))
     except (InputError, TransientError):
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *_CORRUPT_ERRORS) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS) as exc:
         raise _open_error(path, exc, cfg, data=data) from exc
     rgb = np.ascontiguousarray(np.asarray(rgb_image))
     alpha = np.ascontiguousarray(np.asarray(alpha_image)) if alpha_image is not None else None

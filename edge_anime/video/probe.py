@@ -3,7 +3,13 @@
 Why from the header: a 4K two-hour clip must be refused in milliseconds, not after minutes of decoding.
 ``video.max_seconds``, ``video.max_frames`` and ``image.max_pixels`` (per frame, the photo's guard) are
 checked here. A zero-byte file, a file FFmpeg cannot open (a truncated MP4 has no ``moov`` index), one
-without a video stream and one whose stream holds no frame are InputErrors naming the file.
+without a video stream and one whose stream holds no frame are InputErrors naming the file. So are a device
+or a FIFO (FFmpeg would read ``/dev/zero`` forever or wait on the FIFO) and a photo under a clip's name: FFmpeg
+opens a JPEG as a video of unknown length, which read as "a zero-length clip".
+
+A header can lie (a Matroska segment's duration is one number anyone can write), so the reader counts the
+frames and seconds it decodes against the same limits (``job._read_all``); the header check only refuses
+early what it can.
 """
 from __future__ import annotations
 
@@ -16,9 +22,11 @@ from typing import Any
 
 from ..config import Config
 from ..errors import InputError
+from ..inputs import check_regular
 from . import require_av
 
 DEFAULT_FPS = Fraction(25)  # a stream that states no rate at all (rare): FFmpeg's own default
+VIDEO_TEXT = "MP4, MOV, M4V, Matroska or WebM"
 
 
 @dataclass(frozen=True)
@@ -38,16 +46,37 @@ class ClipInfo:
 def open_input(path: Path) -> Any:
     """``av.open`` for reading, its errors as InputErrors naming the file (stage ``probe``)."""
     av = require_av(path)
+    check_regular(path)
     try:
         size = os.path.getsize(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}", stage="read") from exc
     if size == 0:
         raise InputError(f"{path}: an empty file (0 bytes), not a clip", stage="probe")
+    picture = picture_format(path)
+    if picture is not None:
+        raise InputError(f"{path}: a {picture} picture, not a video clip; expected a video ({VIDEO_TEXT}); a photo "
+                         "needs a photo's extension, such as .jpg, to be stylized as one", stage="probe")
     try:
         return av.open(str(path), "r")
     except av.FFmpegError as exc:
         raise InputError(f"{path}: not a readable clip (truncated or damaged?): {_why(exc)}", stage="probe") from None
+
+
+def picture_format(path: Path) -> str | None:
+    """The format of a file that is one of the photo formats the decoder takes (``JPEG``, ``PNG``...), else
+    None. Pillow reads the first bytes only; a clip is none of these formats."""
+    from PIL import Image, UnidentifiedImageError
+
+    from ..imaging.decoder import ALLOWED_FORMATS, CORRUPT_ERRORS
+
+    try:
+        with Image.open(path, formats=ALLOWED_FORMATS) as im:
+            return im.format or "still"
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        return "large"  # a picture all the same, over image.max_pixels
+    except (UnidentifiedImageError, *CORRUPT_ERRORS):
+        return None
 
 
 def probe(path: Path, config: Config) -> ClipInfo:
