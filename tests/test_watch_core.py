@@ -23,6 +23,7 @@ from edge_anime.fsutil import write_atomic
 from edge_anime.inputs import InputFilter
 from edge_anime.watch.claim import Claim, WorkerDir
 from edge_anime.watch.core import WatchCore
+from edge_anime.watch.faults import StyleFault
 from edge_anime.watch.folders import Folders, prepare_folders
 from edge_anime.watch.handler import ERROR_SUFFIX, Handler, Outcome, Verdict
 
@@ -54,6 +55,8 @@ class Events:
     verdicts: list[tuple[str, Verdict]] = field(default_factory=list)
     pauses: list[str] = field(default_factory=list)
     resumes: int = 0
+    room: list[tuple[str, int, int]] = field(default_factory=list)
+    found: list[str] = field(default_factory=list)
 
     def verdict(self, claim: Claim, verdict: Verdict, result: Any | None) -> None:
         self.verdicts.append((claim.rel, verdict))
@@ -63,6 +66,12 @@ class Events:
 
     def resumed(self, paused_s: float) -> None:
         self.resumes += 1
+
+    def waiting_for_room(self, claim: Claim, needed: int, free: int) -> None:
+        self.room.append((claim.rel, needed, free))
+
+    def room_found(self, claim: Claim, free: int) -> None:
+        self.found.append(claim.rel)
 
     def outcomes(self, outcome: Outcome) -> list[str]:
         return [rel for rel, v in self.verdicts if v.outcome is outcome]
@@ -336,3 +345,51 @@ def test_a_real_full_disk_in_the_core_steps_holds_the_claim(tmpfs: Path) -> None
     assert rig.files(rig.folders.done) == ["a.jpg"] and rig.files(rig.folders.failed) == []
     rig.worker.release()
     shutil.rmtree(tmpfs / "w")
+
+
+def test_a_default_style_that_cannot_compile_pauses_intake_and_condemns_nothing(rig: Rig) -> None:
+    """Issue 28 item 6, the default style: its folder is the inbox, so intake pauses (the shell's probe fails
+    while the model is broken) and the claim is held however long it lasts; max_attempts (3) never counts."""
+    rig.drop("a.jpg")
+    rig.run()
+    fault = StyleFault("toon", "OpenVINO cannot read the IR")
+    rig.probe_error = fault  # type: ignore[assignment]  # the shell's probe: the default style is still broken
+    rig.finish(fault)
+    for _ in range(10):
+        rig.clock.now += 10.0
+        rig.drop(f"new{_}.jpg")
+        rig.run()
+        assert rig.core.pause is not None and "style 'toon' cannot be compiled" in rig.core.pause.reason
+        assert rig.submitted == []
+    rig.probe_error = None  # a reload cleared it: the probe passes, the held claim goes first
+    rig.clock.now += 10.0
+    rig.run(1)
+    assert [c.rel for c, _ in rig.submitted][:1] == ["a.jpg"]
+    rig.submitted[1:] = []
+    rig.finish()
+    assert rig.files(rig.folders.failed) == [] and "a.jpg" in rig.files(rig.folders.done)
+    assert all(v.held for _, v in rig.events.verdicts if v.outcome is Outcome.RETRY)
+
+
+def test_a_claim_that_needs_room_waits_for_it_and_says_so_once(rig: Rig) -> None:
+    """Issue 28 item 7 in the core: a claim with ``needs_bytes`` starts only when its outbox has that much free;
+    until then it is rescheduled (not started, not failed), and the shell hears of it once."""
+    free = [1000]
+    rig.core.room = lambda _folder: free[0]
+    rig.drop("clip.mp4")
+    rig.run()
+    rig.probe_error = None
+    claim, _dst = rig.submitted[0]
+    claim.needs_bytes = 5000  # what the shell's estimate set when the disk ran full under it
+    rig.finish(disk_full("clip.mp4"))
+    for _ in range(10):
+        rig.clock.now += 10.0
+        rig.run()
+        assert rig.submitted == [] and claim.token in rig.core.room_waits
+    assert rig.events.room == [("clip.mp4", 5000, 1000)]
+    free[0] = 6000
+    rig.clock.now += 10.0
+    rig.run()
+    assert [c.rel for c, _ in rig.submitted] == ["clip.mp4"] and rig.core.room_waits == {}
+    rig.finish()
+    assert "clip.mp4" in rig.files(rig.folders.done) and rig.events.found == ["clip.mp4"]

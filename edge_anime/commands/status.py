@@ -45,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if alive else EXIT_NOT_RUNNING
 
 
+def _mb(value: Any) -> str:
+    return f"{value / 1e6:.1f} MB" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
 def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None = None) -> str:
     """The status file for people. Every field may be missing or of the wrong type (a damaged or
     hand-edited file): it is shown as '?', never a crash."""
@@ -86,6 +90,11 @@ def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None
     if isinstance(clip, dict):
         lines.append(f"clip:      {json.dumps(clip.get('file'))} {clip.get('frames_done', '?')}/"
                      f"{clip.get('frames_total', '?')} frames, {clip.get('frames_per_s', '?')} frames/s")
+    room = data.get("room")
+    for wait in room if isinstance(room, list) else []:
+        if isinstance(wait, dict):
+            lines.append(f"room:      {json.dumps(wait.get('file'))} waits for {_mb(wait.get('needed_bytes'))} free "
+                         f"in its outbox ({_mb(wait.get('free_bytes'))} free): the disk ran full under it")
     last = data.get("last")
     if isinstance(last, dict):
         lines.append(f"last:      {json.dumps(last.get('file'))} {last.get('result')} ({last.get('seconds')} s)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..watch.claim import Claim
-from ..watch.core import Pause
+from ..watch.core import Pause, RoomWait
 from ..watch.handler import Outcome, Verdict
 from .logs import FIELDS_ATTR, log_name
 from .metrics import Metrics
@@ -90,6 +90,18 @@ class Accounting:
         log.info("intake resumed after %.1f s paused", paused_s,
                  extra={FIELDS_ATTR: {"event": "resumed", "paused_s": round(paused_s, 3)}})
 
+    def waiting_for_room(self, claim: Claim, needed: int, free: int) -> None:
+        """A clip that filled the disk waits for room instead of restarting at frame 0 (once per wait)."""
+        folder = claim.dst.parent if claim.dst is not None else "its outbox"
+        log.warning("holding %s until %s has %s free for its output (%s free now); it starts again by itself then",
+                    log_name(claim.rel), folder, _mb(needed), _mb(free),
+                    extra={FIELDS_ATTR: {"event": "waiting_for_room", "file": claim.rel, "needed_bytes": needed,
+                                         "free_bytes": free}})
+
+    def room_found(self, claim: Claim, free: int) -> None:
+        log.info("resuming %s: its outbox has %s free", log_name(claim.rel), _mb(free),
+                 extra={FIELDS_ATTR: {"event": "room_found", "file": claim.rel, "free_bytes": free}})
+
     def style_broken(self, style: str, reason: str, *, default: bool, folder: Path) -> None:
         """A style's model failed to compile: say what is held and what brings it back (once per failure)."""
         self.broken[style] = reason
@@ -139,10 +151,20 @@ class Accounting:
                        "served": name in served, "compiled": name in compiled,
                        "broken": self.broken.get(name)} for name in names}
 
+    def room_info(self, waits: dict[str, RoomWait]) -> list[dict[str, Any]]:
+        """The claims held for room, for the status file; the metrics follow."""
+        self.metrics.waiting_for_room.set(len(waits))
+        self.metrics.room_needed_bytes.set(sum(w.needed for w in waits.values()))
+        return [{"file": w.rel, "needed_bytes": w.needed, "free_bytes": w.free} for w in waits.values()]
+
     def update_gauges(self, pause: Pause | None) -> None:
         self.metrics.queue_depth.set(self.counts.queued)
         self.metrics.in_flight.set(self.counts.in_flight)
         self.metrics.paused.set(1 if pause is not None else 0)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 def _size(size: Any) -> str:

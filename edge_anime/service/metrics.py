@@ -33,6 +33,10 @@ class Metrics:
                             registry=self.registry)
         self.style_broken = Gauge("edge_anime_style_broken", "1 while the style's model cannot be compiled (its "
                                   "inbox folder held until a reload)", ["style"], registry=self.registry)
+        self.waiting_for_room = Gauge("edge_anime_waiting_for_room", "Clips held until their outbox has the room "
+                                      "their output needs (the disk ran full under them)", registry=self.registry)
+        self.room_needed_bytes = Gauge("edge_anime_room_needed_bytes", "Free bytes the held clips wait for, "
+                                       "together (0: none waits)", registry=self.registry)
         self.pauses = Counter("edge_anime_intake_pauses", "Times intake paused for a fault of the box's storage",
                               registry=self.registry)
         self.stage_seconds = Histogram("edge_anime_stage_seconds", "Seconds per pipeline stage per image",

@@ -23,13 +23,14 @@ from typing import Any
 
 from ..config import Config, ModelSection, is_loopback, load_config
 from ..errors import ConfigError, UserError
+from ..fsutil import TEMP_PREFIX
 from ..inputs import InputFilter
 from ..naming import child
 from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
-from ..watch.core import WatchCore, write_probe
+from ..watch.core import WatchCore, free_bytes, write_probe
 from ..watch.detect import Detector, scan
-from ..watch.faults import StyleFault, describe
+from ..watch.faults import Kind, StyleFault, classify, describe
 from ..watch.folders import Folders, check_style_names, prepare_folders
 from ..watch.handler import Handler
 from ..watch.journal import ProcessedList
@@ -46,6 +47,8 @@ STATUS_INTERVAL_SECONDS = 1.0    # status file and sd_notify STATUS= refresh
 ORPHAN_CHECK_SECONDS = 30.0      # look for dead workers' claims (other boxes on a share) this often
 CLOSE_GRACE_SECONDS = 5.0        # after the drain: how long closing the pipeline may take
 HELD_COUNT_LIMIT = 10_000        # files counted in a dropped style's folder for its log line
+ROOM_SAFETY = 1.25               # a clip's room estimate times this: the encoder's rate varies along a clip
+ROOM_MARGIN_BYTES = 1 << 20      # plus this: the container's index, the status file, a photo meanwhile
 
 
 class Service:
@@ -63,6 +66,10 @@ class Service:
         self._status_error = ""
         self.http: Any = None  # (ServerThread, the app's Service) with http.enabled
         self.held: set[str] = set()  # styles a reload stopped serving: their inbox folders are left alone
+        # The clip in work, by claim token: free bytes in its outbox at its start, and the latest (frames done,
+        # frames total, bytes written) of its temp file, sampled with the status file: the encoder's rate.
+        self._clip_free: dict[str, int] = {}
+        self._clip_sample: dict[str, tuple[int, int, int]] = {}
 
     # --- start ---------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -194,7 +201,21 @@ class Service:
         shell's current Stylizer."""
         from ..video.clips import ClipRunner
 
-        return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self.core.done)
+        return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self._clip_done)
+
+    def _clip_done(self, claim: Claim, error: BaseException | None, result: Any) -> None:
+        """A clip ended (on the clip's thread). When the disk ran full under it, it must not start again until
+        its outbox has room for the whole output (``room_for_clip``): restarted at frame 0 on the probe's
+        64 KiB it would fill the disk again, forever."""
+        free_at_start = self._clip_free.pop(claim.token, None)
+        sample = self._clip_sample.pop(claim.token, None)
+        if error is not None and classify(error) is Kind.BOX:
+            try:
+                input_bytes = os.stat(claim.path).st_size
+            except OSError:
+                input_bytes = 0
+            claim.needs_bytes = room_for_clip(input_bytes=input_bytes, sample=sample, free_at_start=free_at_start)
+        self.core.done(claim, error, result)
 
     def _submit(self, claim: Claim, dst: Path) -> None:
         """Hand a claim to its style's pipeline; the result comes back to the core from a pipeline thread. A
@@ -209,6 +230,8 @@ class Service:
                 if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
                     with self.stylizer.pipeline_for(style):  # compiled here, so a broken model is said here
                         pass
+                    with contextlib.suppress(OSError):
+                        self._clip_free[claim.token] = free_bytes(dst.parent)
                     self.clips.submit(claim, dst)
                     return
                 future = self.stylizer.submit(Job(src=claim.path, dst=dst), style=style)
@@ -288,8 +311,9 @@ class Service:
                         started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
                         variant=str((self.stylizer.engine.choice or {}).get("summary", "")),
                         styles=self.acct.style_counts(self.stylizer.styles, self.stylizer.compiled_styles()),
-                        clip=self.clips.progress())
+                        clip=self.clips.progress(), room=self.acct.room_info(self.core.room_waits))
         self.acct.metrics.clip_progress(status.clip)
+        self._sample_clip(status.clip)
         try:
             write_status(self.config.status_file(), status)
         except OSError as exc:
@@ -301,6 +325,18 @@ class Service:
         else:
             self._status_error = ""
         self.notifier.send(STATUS=line)
+
+    def _sample_clip(self, progress: dict[str, Any] | None) -> None:
+        """The clip in work's encoder rate: frames done and the bytes its temp file holds (``_clip_done``)."""
+        if not progress or not progress.get("frames_done"):
+            return
+        claim = next((c for c in self.core.in_flight.values() if c.rel == progress.get("file")), None)
+        if claim is None or claim.dst is None:
+            return
+        written = _temp_bytes(claim.dst)
+        if written:
+            self._clip_sample[claim.token] = (int(progress["frames_done"]), int(progress.get("frames_total") or 0),
+                                              written)
 
     # --- reload --------------------------------------------------------------------------------------
     def _reload(self) -> None:
@@ -447,6 +483,36 @@ class Service:
             self.worker.release()
             os._exit(0)
         return 0
+
+
+def room_for_clip(*, input_bytes: int, sample: tuple[int, int, int] | None, free_at_start: int | None) -> int:
+    """Free bytes a clip needs before it starts again after the disk ran full under it, estimated from its size
+    and the encoder's rate: with a sample (frames done, frames total, bytes written) the rate times its frames;
+    without one (it ran full within a second) the input's size, which an H.264 output at the working size
+    seldom exceeds. Never less than it had when it ran full, plus a margin: it did not fit in that."""
+    if sample is not None and sample[0] > 0 and sample[1] > 0:
+        estimate = sample[2] / sample[0] * sample[1]
+    else:
+        estimate = float(input_bytes)
+    needed = int(estimate * ROOM_SAFETY) + ROOM_MARGIN_BYTES
+    if free_at_start is not None:
+        needed = max(needed, free_at_start + ROOM_MARGIN_BYTES)
+    return needed
+
+
+def _temp_bytes(dst: Path) -> int:
+    """Bytes in the hidden temp file(s) of ``dst`` (``fsutil.temp_path_for``: a prefix, an id, the name)."""
+    total = 0
+    suffix = f"-{dst.name}"
+    try:
+        with os.scandir(dst.parent) as entries:
+            for entry in entries:
+                if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(suffix):
+                    with contextlib.suppress(OSError):
+                        total += entry.stat(follow_symlinks=False).st_size
+    except OSError:
+        return 0
+    return total
 
 
 def _without_styles(config: Config) -> ModelSection:

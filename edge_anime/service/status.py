@@ -47,6 +47,7 @@ class Status:
     variant: str = ""                           # which IR at which precision runs, and why (choice)
     styles: dict[str, dict[str, Any]] = field(default_factory=dict)  # per served style: done, failed, compiled
     clip: dict[str, Any] | None = None          # the clip in work: file, frames_done, frames_total, frames_per_s
+    room: list[dict[str, Any]] = field(default_factory=list)  # clips held for room: file, needed/free bytes
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)

@@ -57,6 +57,9 @@ class Claim:
     failure: dict[str, Any] | None = None  # set once a permanent failure is being committed
     claimed_at: float = field(default_factory=time.time)
     style: str = ""                   # the style chosen with the output name (a route, or the default)
+    # Bytes its output needs free before it may start again (a clip the disk ran full under; not persisted:
+    # after a restart the clip simply tries, and a full disk sets it again).
+    needs_bytes: int = 0
 
     @property
     def token(self) -> str:

@@ -1,8 +1,10 @@
 """The watch core: names in, verdicts out. It decides; the process shell (edge_anime/service) runs it.
 
 What it owns: which claim runs next (recovered claims, then due retries, then new files), the retry schedule,
-and pausing intake while the box's own storage fails. What it is given: the handler (file moves), a source of
-ready names, ``submit`` (the pipeline), ``probe`` (can we write again?), a clock, and ``events`` to report to.
+pausing intake while the box's own storage fails, and holding a claim that needs more room than its outbox
+has (``Claim.needs_bytes``: a clip the disk ran full under would restart at frame 0 and fill it again).
+What it is given: the handler (file moves), a source of ready names, ``submit`` (the pipeline), ``probe`` (can
+we write again?), ``room`` (free bytes in a folder), a clock, and ``events`` to report to.
 So tests drive it in-process with a fake clock and a fake pipeline, without threads or signals.
 
 Errors are caught at one boundary, ``_on_error``, and mean what watch/faults.py says: a bad input goes to
@@ -45,6 +47,8 @@ class Events(Protocol):
     def verdict(self, claim: Claim, verdict: Verdict, result: Any | None) -> None: ...
     def paused(self, reason: str) -> None: ...
     def resumed(self, paused_s: float) -> None: ...
+    def waiting_for_room(self, claim: Claim, needed: int, free: int) -> None: ...
+    def room_found(self, claim: Claim, free: int) -> None: ...
 
 
 class Source(Protocol):
@@ -56,6 +60,23 @@ class Source(Protocol):
 
 Submit = Callable[[Claim, Path], None]
 Probe = Callable[[], None]
+Room = Callable[[Path], int]  # free bytes on the filesystem of a folder
+
+
+def free_bytes(folder: Path) -> int:
+    """What an unprivileged writer may still write under ``folder`` (root's reserve is not ours to count)."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+@dataclass
+class RoomWait:
+    """A claim held until its outbox has ``needed`` bytes free (``free``: the last look)."""
+
+    rel: str
+    needed: int
+    free: int
+    interval_s: float
 
 
 @dataclass
@@ -78,7 +99,8 @@ class WatchCore:
     """Claims in, verdicts out; one thread calls ``step``, any thread may call ``done``."""
 
     def __init__(self, *, handler: Handler, worker: WorkerDir, source: Source, submit: Submit, probe: Probe,
-                 events: Events, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+                 events: Events, limit: int, clock: Callable[[], float] = time.monotonic,
+                 room: Room = free_bytes) -> None:
         self.handler = handler
         self.worker = worker
         self.source = source
@@ -87,6 +109,8 @@ class WatchCore:
         self.events = events
         self.limit = limit
         self.clock = clock
+        self.room = room
+        self.room_waits: dict[str, RoomWait] = {}  # token -> why that claim waits (status, metrics)
         self.pause: Pause | None = None
         self.in_flight: dict[str, Claim] = {}
         self._results: queue.Queue[tuple[Claim, BaseException | None, Any]] = queue.Queue()
@@ -172,6 +196,7 @@ class WatchCore:
         waiting = list(self._requeue) + [c for _, _, c in self._retries]
         self._requeue.clear()
         self._retries.clear()
+        self.room_waits.clear()
         for claim in waiting:
             if claim.dst is not None and os.path.exists(claim.dst):
                 continue
@@ -192,7 +217,8 @@ class WatchCore:
         if self._requeue:
             return self._requeue.popleft()
         if self._retries and self._retries[0][0] <= self.clock():
-            return heapq.heappop(self._retries)[2]
+            claim = heapq.heappop(self._retries)[2]
+            return claim if self._has_room(claim) else None
         if not self._intake_open():
             return None
         rel = self.source.get(timeout=wait_s)
@@ -203,6 +229,32 @@ class WatchCore:
         except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
             self._boundary_without_claim(exc, "claim", name=rel)
             return None
+
+    def _has_room(self, claim: Claim) -> bool:
+        """Whether ``claim`` may start now: no room is asked of it, or its outbox has what it needs. Otherwise
+        it goes back to the retry schedule (backing off like the probe) and the shell is told once, so a clip
+        the disk ran full under is not restarted at frame 0 just to fill the disk again (issue 28)."""
+        if claim.needs_bytes <= 0 or claim.dst is None:
+            return True
+        try:
+            free = self.room(claim.dst.parent)
+        except OSError:  # the folder itself is the fault: starting the claim says which, at the one boundary
+            return True
+        wait = self.room_waits.get(claim.token)
+        if free >= claim.needs_bytes:
+            if wait is not None:
+                del self.room_waits[claim.token]
+                self.events.room_found(claim, free)
+            return True
+        retry = self.handler.config.watch.retry
+        if wait is None:
+            wait = self.room_waits[claim.token] = RoomWait(claim.rel, claim.needs_bytes, free, retry.initial_seconds)
+            self.events.waiting_for_room(claim, claim.needs_bytes, free)
+        else:
+            wait.needed, wait.free = claim.needs_bytes, free
+            wait.interval_s = min(max(wait.interval_s * 2, retry.initial_seconds), retry.max_seconds)
+        heapq.heappush(self._retries, (self.clock() + wait.interval_s, next(self._seq), claim))
+        return False
 
     def _start(self, claim: Claim) -> None:
         try:
