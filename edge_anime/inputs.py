@@ -146,6 +146,7 @@ def read_regular(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        check_regular(path)  # a socket cannot be opened at all (ENXIO): say what it is rather than the errno
         raise _read_error(path, exc) from exc
     with contextlib.ExitStack() as stack:
         stack.callback(os.close, fd)

@@ -2,6 +2,7 @@
 globs, and bench's folder take the same names from the same folder."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from edge_anime.commands.stylize import collect_sources
@@ -56,3 +57,34 @@ def test_style_routes_are_entered_whatever_recursive_says_and_held_styles_never(
     # A held name that is served again is a route, not held.
     again = InputFilter(WatchSection(), routes=("toon", "paprika"), held=("paprika",))
     assert sorted(scan(root, again)) == ["a.jpg", "paprika/d.jpg", "toon/b.jpg"]
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    """``read_regular`` and ``check_regular`` (every reader's way in, issue 28 item 9): a regular file is read
+    whole, anything else is refused at once by what it is, a FIFO without waiting for a writer."""
+    import os
+    import socket
+
+    import pytest
+
+    from edge_anime.errors import InputError
+    from edge_anime.inputs import check_regular, read_regular
+
+    photo = tmp_path / "a.jpg"
+    photo.write_bytes(b"\xff\xd8 bytes")
+    (tmp_path / "link.jpg").symlink_to(photo)
+    assert read_regular(photo) == read_regular(tmp_path / "link.jpg") == b"\xff\xd8 bytes"
+    check_regular(photo)
+    os.mkfifo(tmp_path / "fifo.jpg")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock.jpg"))
+        for name, kind in (("fifo.jpg", "a FIFO (named pipe)"), ("sock.jpg", "a socket"), ("", "a directory")):
+            for reader in (read_regular, check_regular):
+                with pytest.raises(InputError, match=rf": is {re.escape(kind)}, not a regular file") as info:
+                    reader(tmp_path / name)
+                assert info.value.stage == "read" and str(tmp_path / name) in str(info.value)
+    for reader in (read_regular, check_regular):
+        with pytest.raises(InputError, match="is a character device"):
+            reader(Path("/dev/zero"))
+        with pytest.raises(InputError, match="no such file"):
+            reader(tmp_path / "gone.jpg")

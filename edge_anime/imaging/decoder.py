@@ -56,8 +56,9 @@ DRAFT_REDUCING_GAP = 2.0
 EXIF_ORIENTATION_TAG = 0x0112
 # Scans a progressive JPEG may have. Encoders write about 10 (libjpeg's simple progression: 10 for colour, 6 for
 # gray; mozjpeg's searched scripts and Photoshop's fewer); libjpeg-turbo's own fuzzers allow 500 on pictures
-# of at most 1 MP, and ours may be 60 MP (image.max_pixels), so the limit is lower: 100 empty scans of a
-# 2048 x 2048 picture decode in ~0.3 s on a 2-core EPYC (docs/api.md has the figures).
+# of at most 1 MP, and ours may be 60 MP (image.max_pixels), so the limit is lower. Measured on a shared 2-core
+# EPYC (decode() at max_side 128): 100 repeated scans of 2048 x 2048 take 0.5 s, of 4096 x 4096 2.4 s; what
+# is allowed but heavy goes to the pipeline's heavy lane (HEAVY_DECODE_MPX).
 MAX_JPEG_SCANS = 100
 PROGRESSIVE_SOF = frozenset({0xC2, 0xC6, 0xCA, 0xCE})  # SOF2/6/10/14: the progressive frame types
 # A marker where entropy-coded data may be: 0xFF followed by neither a stuffed 0x00, a restart marker nor fill.
