@@ -96,12 +96,19 @@ def prepare_folders(folders: Folders) -> None:
 def style_keys(config: Config) -> list[tuple[str, str]]:
     """(config key, style name) for the default style and each of ``model.styles``: the names that become
     first-level folders of the inbox and the outbox. Read from the manifests without hashing the IRs."""
+    from ..errors import ModelError
     from ..models import resolve_model
 
     dirs = list(config.model.dirs)
     specs = [("model.path", config.model.path),
              *((f"model.styles[{i}]", spec) for i, spec in enumerate(config.model.styles))]
-    return [(key, resolve_model(spec, search_dirs=dirs, verify=False).style) for key, spec in specs]
+    found = []
+    for key, spec in specs:
+        try:
+            found.append((key, resolve_model(spec, search_dirs=dirs, verify=False).style))
+        except ModelError as exc:  # named by its own key, as the Stylizer names it (stylizer.style_specs)
+            raise ModelError(f"{key}: {exc}".replace(f"{key}: model.path: ", f"{key}: ")) from None
+    return found
 
 
 def check_style_names(config: Config) -> None:
