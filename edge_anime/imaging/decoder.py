@@ -57,14 +57,15 @@ EXIF_ORIENTATION_TAG = 0x0112
 # Scans a progressive JPEG may have. Encoders write about 10 (libjpeg's simple progression: 10 for colour, 6 for
 # gray; mozjpeg's searched scripts and Photoshop's fewer); libjpeg-turbo's own fuzzers allow 500 on pictures
 # of at most 1 MP, and ours may be 60 MP (image.max_pixels), so the limit is lower. Measured on a shared 2-core
-# EPYC (decode() at max_side 128): 100 repeated scans of 2048 x 2048 take 0.5 s, of 4096 x 4096 2.4 s; what
-# is allowed but heavy goes to the pipeline's heavy lane (HEAVY_DECODE_MPX).
+# EPYC (decode() at max_side 128, best of 3): 100 repeated scans of 2048 x 2048 take 0.3 s, of 4096 x 4096 0.7 s;
+# what is allowed but heavy goes to the pipeline's heavy lane (HEAVY_DECODE_MPX).
 MAX_JPEG_SCANS = 100
 PROGRESSIVE_SOF = frozenset({0xC2, 0xC6, 0xCA, 0xCE})  # SOF2/6/10/14: the progressive frame types
 # A marker where entropy-coded data may be: 0xFF followed by neither a stuffed 0x00, a restart marker nor fill.
 _MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
 _STANDALONE_MARKERS = frozenset({0x01, 0xD8})  # TEM, SOI: no length follows
 TYPICAL_JPEG_SCANS = 10  # what decode_cost_mpx calls one pass over a progressive JPEG
+TURBO_MAX_SCANS = 2 * TYPICAL_JPEG_SCANS  # more: decoded by Pillow alone (see decode)
 # Above this estimate (decode_cost_mpx) a decode runs on the pipeline's heavy lane, apart from the photos: a
 # 12 MP phone JPEG (drafted, ~0.4 s on 2 EPYC cores) stays on the common lane; a 24 MP picture, a 2 MP
 # progressive JPEG of 100 scans or a large PNG/TIFF (seconds) goes to the heavy one.
@@ -131,13 +132,14 @@ def _progressive(im: Image.Image) -> bool:
     return im.format in DRAFT_FORMATS and bool(im.info.get("progressive") or im.info.get("progression"))
 
 
-def _check_scans(path: Path, data: bytes) -> None:
-    """InputError for a progressive JPEG of more than ``MAX_JPEG_SCANS`` scans (see the module docstring)."""
+def _check_scans(path: Path, data: bytes) -> int:
+    """A progressive JPEG's scans; InputError for more than ``MAX_JPEG_SCANS`` (see the module docstring)."""
     scans = jpeg_scans(data)
     if scans > MAX_JPEG_SCANS:
         raise InputError(f"{path}: a progressive JPEG of more than {MAX_JPEG_SCANS} scans (a photo has about "
                          f"{TYPICAL_JPEG_SCANS}); refused before decoding: each scan is decoded over the whole "
                          "picture, so this many would take minutes of CPU", stage="decode")
+    return scans
 
 
 def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
@@ -268,13 +270,15 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
             if width * height > cfg.max_pixels:  # Pillow's check covers this; kept for a plain reason
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
-            if _progressive(im):
-                _check_scans(path, data)
+            scans = _check_scans(path, data) if _progressive(im) else 1
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1
             original = oriented_size((width, height), orientation)
             request = _draft_request(im, original, orientation, cfg)
             source_format = im.format or "unknown"
-            pixels = _turbo_pixels(im, data, request, orientation)
+            # Past TURBO_MAX_SCANS the TurboJPEG path is not tried: a file with that many scans is usually one
+            # libjpeg-turbo warns about, which its strict mode notices only after the whole decode, and Pillow
+            # then decodes it all again (4096 x 4096 with 100 scans: 2.0 s instead of 0.7, best of 3).
+            pixels = _turbo_pixels(im, data, request, orientation) if scans <= TURBO_MAX_SCANS else None
             if pixels is not None:  # a JPEG's EXIF and ICC are in its header: Image.open has read them
                 exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
                 icc = im.info.get("icc_profile") or None
