@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, ModelError
-from .imaging.palette import MAX_COLOURS, MIN_COLOURS
+from .imaging.palette import MAX_CHROMA, MAX_COLOURS, MIN_CHROMA, MIN_COLOURS
 from .locations import bundled_models_dir
 from .yamlload import YamlError, load_bounded
 
@@ -36,7 +36,7 @@ TILING_ROLES = ("gn_stats_out", "gn_stats_in")
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 TONE_KEYS = ("enabled", "strength", "neutral")
-PALETTE_KEYS = ("enabled", "colours")
+PALETTE_KEYS = ("enabled", "colours", "chroma")
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,11 @@ class PaletteSpec:
     checkpoint's painterly gradients are its look."""
 
     enabled: bool = False
-    colours: int = 256  # at most this many flat colours a picture (16..256)
+    colours: int = 256  # at most this many flat colours a picture (32..256)
+    chroma: float = 1.0  # the entries' chroma times this (0.5..2): a style's calibration, free per pixel
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "colours": self.colours}
+        return {"enabled": self.enabled, "colours": self.colours, "chroma": self.chroma}
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,8 @@ def _check_palette(path: Path, data: dict[str, Any]) -> None:
     if palette is None:
         return
     if not isinstance(palette, dict):
-        raise ModelError(f"{path}: palette: expected a mapping like {{enabled: true, colours: 256}}, got {palette!r}")
+        raise ModelError(f"{path}: palette: expected a mapping like {{enabled: true, colours: 256, chroma: 1.0}}, "
+                         f"got {palette!r}")
     for key, value in palette.items():
         if key not in PALETTE_KEYS:
             raise ModelError(f"{path}: palette.{key}: unknown key; expected one of: {', '.join(PALETTE_KEYS)}")
@@ -282,6 +284,10 @@ def _check_palette(path: Path, data: dict[str, Any]) -> None:
                                  or not MIN_COLOURS <= value <= MAX_COLOURS):
             raise ModelError(f"{path}: palette.colours: expected a whole number from {MIN_COLOURS} to "
                              f"{MAX_COLOURS}, got {value!r}")
+        if key == "chroma" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                or not MIN_CHROMA <= float(value) <= MAX_CHROMA):
+            raise ModelError(f"{path}: palette.chroma: expected a number from {MIN_CHROMA} to {MAX_CHROMA}, "
+                             f"got {value!r}")
 
 
 def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
@@ -289,7 +295,8 @@ def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
     palette = manifest.get("palette") or {}
     default = PaletteSpec()
     return PaletteSpec(enabled=bool(palette.get("enabled", default.enabled)),
-                       colours=int(palette.get("colours", default.colours)))
+                       colours=int(palette.get("colours", default.colours)),
+                       chroma=float(palette.get("chroma", default.chroma)))
 
 
 def tone_spec(manifest: dict[str, Any]) -> ToneSpec:

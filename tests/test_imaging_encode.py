@@ -49,6 +49,28 @@ def test_formats_round_trip(make_photo: Callable[..., Path], ext: str) -> None:
     assert out.format == {"jpg": "JPEG", "png": "PNG", "webp": "WEBP"}[ext] and out.size == (96, 64)
 
 
+def test_from_quality_90_a_jpeg_keeps_full_chroma_quantized_like_luma(make_photo: Callable[..., Path]) -> None:
+    """A stylized picture's saturated paint against greys rings into the greys under libjpeg's coarser chroma
+    table (imaging.encoder says what it cost); from quality 90 chroma is kept 4:4:4 and quantized with the
+    luma table at that quality. Below 90 bytes matter more: 4:2:0 and the standard tables."""
+    from PIL import JpegImagePlugin
+
+    path = make_photo("a.png", 64, 48)
+    cfg = ImageSection(resize="keep")
+    planned = plan(decode(path, cfg), cfg, multiple=8)
+    image = finish(planned.rgb, planned, cfg)
+    for quality in (90, 92, 97):
+        with Image.open(io.BytesIO(encode(image, planned, OutputSection(quality=quality), ext="jpg"))) as saved:
+            tables = saved.quantization
+            assert JpegImagePlugin.get_sampling(saved) == 0 and tables[1] == tables[0], quality
+            reference = io.BytesIO()
+            image.save(reference, "JPEG", quality=quality)
+            with Image.open(reference) as plain:
+                assert tables[0] == plain.quantization[0], "the luma table is libjpeg's at that quality"
+    with Image.open(io.BytesIO(encode(image, planned, OutputSection(quality=80), ext="jpg"))) as saved:
+        assert JpegImagePlugin.get_sampling(saved) == 2 and saved.quantization[1] != saved.quantization[0]
+
+
 def test_quality_changes_size(make_photo: Callable[..., Path]) -> None:
     path = make_photo("a.jpg", 128, 96)
     cfg = ImageSection(resize="keep")

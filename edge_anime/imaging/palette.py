@@ -26,13 +26,18 @@ Cost: benchmarks/palette.py.
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFilter
 
 SAMPLE_PIXELS = 12_288   # the palette is chosen from about this many pixels, whatever the picture's size
 SATURATED_SHARE = 0.1    # the most saturated share of the sample ...
 SATURATED_REPEAT = 4     # ... counts this many more times in the median cut
 REFINE_ROUNDS = 2        # k-means rounds on the sample after the median cut
-MIN_COLOURS, MAX_COLOURS = 16, 256  # a PIL palette holds at most 256 entries
+BLUR_RADIUS = 1          # the box blur an entry is chosen from (apply_palette says why) ...
+SMOOTH_LEVELS = 6        # ... where no channel differs from its blur by more than this many levels
+GREY_ENTRIES = 16        # exact greys every 17 levels are always in the palette ...
+NEUTRAL_SPREAD = 6       # ... and an entry whose max - min of R, G, B is at most this becomes the grey of its luma
+MIN_CHROMA, MAX_CHROMA = 0.5, 2.0     # the range a style's palette.chroma may take
+MIN_COLOURS, MAX_COLOURS = 32, 256  # a PIL palette holds at most 256 entries; 16 of them are greys
 
 
 def _sample(rgb: np.ndarray) -> Image.Image:
@@ -66,15 +71,26 @@ def _holder(palette: np.ndarray) -> Image.Image:
 
 def _paint(image: Image.Image, palette: np.ndarray) -> np.ndarray:
     """H x W indices of each pixel's nearest palette entry (Pillow's mapping, in C, no dithering)."""
-    return np.asarray(image.quantize(palette=_holder(palette), dither=Image.Dither.NONE))
+    indices: np.ndarray = np.asarray(image.quantize(palette=_holder(palette), dither=Image.Dither.NONE))
+    return indices
 
 
-def _refine(palette: np.ndarray, sample: Image.Image, rounds: int) -> np.ndarray:
-    """k-means rounds on the sample: each entry moves to the mean of the sample pixels nearest to it."""
+def _neutral(palette: np.ndarray) -> np.ndarray:
+    """Entries that are nearly grey become exactly grey (their BT.601 luma), so a grey stays grey."""
+    spread = palette.max(axis=1) - palette.min(axis=1)
+    grey = palette @ np.array([0.299, 0.587, 0.114], np.float32)
+    out: np.ndarray = palette.copy()
+    out[spread <= NEUTRAL_SPREAD] = grey[spread <= NEUTRAL_SPREAD, None]
+    return out
+
+
+def _refine(palette: np.ndarray, fixed: np.ndarray, sample: Image.Image, rounds: int) -> np.ndarray:
+    """k-means rounds on the sample: each entry moves to the mean of the sample pixels nearest to it. The
+    ``fixed`` entries (the greys) take part in the choice but do not move."""
     points = np.asarray(sample, np.float64).reshape(-1, 3)
+    k = palette.shape[0]
     for _ in range(rounds):
-        nearest = _paint(sample, palette).reshape(-1)
-        k = palette.shape[0]
+        nearest = _paint(sample, np.concatenate([palette, fixed])).reshape(-1)
         counts = np.bincount(nearest, minlength=MAX_COLOURS)[:k]
         sums = np.stack([np.bincount(nearest, weights=points[:, c], minlength=MAX_COLOURS)[:k]
                          for c in range(3)], axis=1)
@@ -84,20 +100,52 @@ def _refine(palette: np.ndarray, sample: Image.Image, rounds: int) -> np.ndarray
     return palette
 
 
+def _vivid(palette: np.ndarray, chroma: float) -> np.ndarray:
+    """Each entry moved away from its own grey (BT.601 luma) by ``chroma``, at most as far as keeps every channel
+    in 0..255: lightness and hue stay, greys stay grey. On the palette, so it costs nothing per pixel."""
+    if chroma == 1.0:
+        return palette
+    grey = (palette @ np.array([0.299, 0.587, 0.114], np.float32))[:, None]
+    offset = palette - grey
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(offset > 0, (255.0 - grey) / offset, np.where(offset < 0, -grey / offset, np.inf))
+    gain = np.minimum(chroma, room.min(axis=1, keepdims=True))
+    out: np.ndarray = grey + offset * gain
+    return out
+
+
 def choose_palette(rgb: np.ndarray, colours: int) -> np.ndarray:
-    """(k, 3) u8, k <= ``colours``: the palette ``apply_palette`` paints this picture with."""
+    """(k, 3) u8, k <= ``colours``: the palette ``apply_palette`` chooses each pixel's entry from."""
     if not MIN_COLOURS <= colours <= MAX_COLOURS:
         raise ValueError(f"palette colours: expected {MIN_COLOURS} to {MAX_COLOURS}, got {colours}")
     sample = _sample(rgb)
-    palette = _refine(_median_cut(sample, colours), sample, REFINE_ROUNDS)
+    greys = np.repeat(np.linspace(0.0, 255.0, GREY_ENTRIES, dtype=np.float32)[:, None], 3, axis=1)
+    palette = _neutral(_refine(_neutral(_median_cut(sample, colours - GREY_ENTRIES)), greys, sample, REFINE_ROUNDS))
+    palette = np.concatenate([palette, greys])
     chosen: np.ndarray = np.clip(np.rint(palette), 0, 255).astype(np.uint8)
     return chosen
 
 
-def apply_palette(rgb: np.ndarray, colours: int) -> np.ndarray:
-    """H x W x 3 u8 -> the same picture painted with at most ``colours`` flat colours of its own."""
+def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.ndarray:
+    """H x W x 3 u8 -> the same picture painted with at most ``colours`` flat colours of its own, their chroma
+    times ``chroma`` (a style's own calibration: the toon model paints a little paler than its target). Each
+    pixel's entry is chosen from the palette as sampled; only then are the entries made more vivid, or a
+    pixel would pick the paler neighbour of its own entry and the boost would cancel itself."""
+    if not MIN_CHROMA <= chroma <= MAX_CHROMA:
+        raise ValueError(f"palette chroma: expected {MIN_CHROMA} to {MAX_CHROMA}, got {chroma}")
     pixels = rgb[0] if rgb.ndim == 4 else rgb
     palette = choose_palette(pixels, colours)
-    indices = _paint(Image.fromarray(np.ascontiguousarray(pixels)), palette.astype(np.float32))
-    painted: np.ndarray = palette[indices].reshape(rgb.shape)
+    # Which entry a pixel gets is read from a 3 x 3 box blur of the picture where the picture is smooth, from
+    # the pixel itself elsewhere; its colour always from the palette. The model's output carries a level or
+    # two of noise, and where a smooth gradient crosses from one entry to the next that noise flips
+    # neighbours back and forth, a speckle that reads as texture (look.py's texture 0.23 -> 0.36 on the toon
+    # without the blur, 0.32 with it). Ink and edges differ from their blur by far more than the noise and
+    # keep their own value: blurred, a one-pixel black line would be painted mid-grey.
+    image = Image.fromarray(np.ascontiguousarray(pixels))
+    blurred = np.asarray(image.filter(ImageFilter.BoxBlur(BLUR_RADIUS)))
+    edge = np.abs(blurred.astype(np.int16) - pixels).max(axis=2, keepdims=True) > SMOOTH_LEVELS
+    source = Image.fromarray(np.where(edge, pixels, blurred))
+    indices = _paint(source, palette.astype(np.float32))
+    colours_out = np.clip(np.rint(_vivid(palette.astype(np.float32), chroma)), 0, 255).astype(np.uint8)
+    painted: np.ndarray = colours_out[indices].reshape(rgb.shape)
     return painted
