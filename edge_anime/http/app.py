@@ -318,7 +318,9 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/", index, methods=["GET"]),
     ]
-    front = Middleware(Front, count=service.count, refused=service.guard.refused, names=lambda: service.names)
+    front = Middleware(Front, count=service.count, refused=service.guard.refused, names=lambda: service.names,
+                       limits=lambda: (int(service.settings.max_body_mb * BYTES_PER_MB),
+                                       service.settings.request_timeout_seconds))
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[front],
                     exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = service

@@ -14,15 +14,18 @@ would pass ``http.max_bodies_mb``; a client that sends ``Expect: 100-continue`` 
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
+from . import memory
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 
 MAX_PARTS = 4  # the page sends one part; a form with a field or two beside the file is still served
+TRIM_DELAY_SECONDS = 1.0  # after the last body is released: the handlers drop their references meanwhile
 
 
 def too_large(limit_bytes: int) -> HttpError:
@@ -30,25 +33,45 @@ def too_large(limit_bytes: int) -> HttpError:
 
 
 class BodyBudget:
-    """Bytes set aside for request bodies, all requests together. Used on the event loop only (no lock)."""
+    """Bytes set aside for request bodies, all requests together. Reserved on the event loop, released there
+    or on the worker thread that finished the picture (hence the lock)."""
 
     def __init__(self, limit_bytes: Callable[[], int], on_change: Callable[[int], None]) -> None:
         self._limit_bytes = limit_bytes  # read at each reservation, so a reload applies at once
         self._on_change = on_change
+        self._lock = threading.Lock()
+        self._trim_pending = False
         self.held = 0
 
     def reserve(self, nbytes: int) -> Reservation:
         limit = self._limit_bytes()
-        if self.held + nbytes > limit:
-            raise HttpError(503, "busy", f"uploads in progress already hold {self.held / BYTES_PER_MB:.1f} MB of "
-                            f"http.max_bodies_mb ({limit / BYTES_PER_MB:g} MB); try again shortly",
-                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        with self._lock:
+            if self.held + nbytes > limit:
+                raise HttpError(503, "busy", f"uploads in progress already hold {self.held / BYTES_PER_MB:.1f} MB "
+                                f"of http.max_bodies_mb ({limit / BYTES_PER_MB:g} MB); try again shortly",
+                                headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
         self._move(nbytes)
         return Reservation(self, nbytes)
 
     def _move(self, nbytes: int) -> None:
-        self.held += nbytes
-        self._on_change(self.held)
+        with self._lock:
+            self.held += nbytes
+            held = self.held
+            trim = held == 0 and not self._trim_pending
+            self._trim_pending = self._trim_pending or trim
+        self._on_change(held)
+        if trim:
+            timer = threading.Timer(TRIM_DELAY_SECONDS, self._trim)
+            timer.daemon = True
+            timer.start()
+
+    def _trim(self) -> None:
+        """The bodies are gone: give their pages back to the system (``memory`` says why)."""
+        with self._lock:
+            self._trim_pending = False
+            if self.held:
+                return
+        memory.trim()
 
 
 class Reservation:

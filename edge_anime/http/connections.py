@@ -88,6 +88,7 @@ class ConnectionGuard:
         if idle:
             oldest = min(idle, key=lambda c: c.idle_since)
             self._dropped("evicted")
+            self.discard(oldest)  # counted out now: its connection_lost comes later, on the loop
             oldest.transport.close()
         elif new.client is not None:
             self._refused.add(new.client)

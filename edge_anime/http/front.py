@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
@@ -101,13 +102,30 @@ def check_origin(method: str, headers: Headers) -> None:
                         "only the box's own page and clients outside a browser may send pictures")
 
 
+async def drain(receive: Receive, limit_bytes: int, seconds: float) -> None:
+    """Read and drop what is left of a request body (``limit_bytes`` at most, within ``seconds``) before an
+    early error answer. Why: most clients send the whole body before they read (urllib, requests, a browser's
+    fetch), and when they asked for ``Connection: close`` uvicorn closes right after the answer; a close with
+    unread bytes is a TCP reset, and the client sees "connection reset" instead of the 503 or 413 that says
+    what happened. Nothing is kept, so no memory is held."""
+    total = 0
+    with anyio.move_on_after(seconds):
+        while total <= limit_bytes:
+            message = await receive()
+            total += len(message.get("body", b""))
+            if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                return
+
+
 class Front:
     """The middleware: see the module docstring. ``count(route, status, seconds)`` records every answer;
-    ``refused(client)`` says whether the connection layer refused this connection."""
+    ``refused(client)`` says whether the connection layer refused this connection; ``limits()`` gives the
+    bytes and seconds a refused body may be drained for (``http.max_body_mb``, ``request_timeout_seconds``)."""
 
     def __init__(self, app: ASGIApp, *, count: Callable[[str, int, float], None],
-                 refused: Callable[[Any], bool], names: Callable[[], frozenset[str]]) -> None:
-        self.app, self._count, self._refused, self._names = app, count, refused, names
+                 refused: Callable[[Any], bool], names: Callable[[], frozenset[str]],
+                 limits: Callable[[], tuple[int, float]]) -> None:
+        self.app, self._count, self._refused, self._names, self._limits = app, count, refused, names, limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -115,6 +133,13 @@ class Front:
             return
         started = time.perf_counter()
         status = 0
+        body_done = scope.get("method") in SAFE_METHODS
+
+        async def receive_watched() -> Message:
+            nonlocal body_done
+            message = await receive()
+            body_done = body_done or message["type"] == "http.disconnect" or not message.get("more_body", False)
+            return message
 
         async def send_hardened(message: Message) -> None:
             nonlocal status
@@ -127,9 +152,12 @@ class Front:
 
         try:
             self._refuse(scope)
-            await self.app(scope, receive, send_hardened)
+            await self.app(scope, receive_watched, send_hardened)
         except HttpError as exc:
             if status == 0:
+                headers = Headers(scope=scope)
+                if not body_done and exc.status != 408 and "100-continue" not in headers.get("expect", "").lower():
+                    await drain(receive_watched, *self._limits())  # a client that waits for 100 sent none
                 await error_response(exc)(scope, receive, send_hardened)
         except ClientDisconnect:
             status = status or 499  # nobody to answer; counted as nginx names it

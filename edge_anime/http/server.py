@@ -15,6 +15,7 @@ import uvicorn
 
 from ..config import Config, is_loopback
 from ..errors import ConfigError
+from . import memory
 from .connections import guarded_protocol
 
 log = logging.getLogger("edge_anime.http")
@@ -40,6 +41,7 @@ def make_server(app: Any, config: Config) -> Server:
         log.warning("serving on %s:%d, reachable from other machines (%s)", config.http.host, config.http.port,
                     "Bearer token required" if config.http.auth_token_file else
                     "NO authentication: http.allow_unauthenticated is true")
+    memory.fix_mmap_threshold()  # large bodies must not stay in malloc's arenas (edge_anime/http/memory.py)
     return Server(uvicorn.Config(
         app, host=config.http.host, port=config.http.port, log_config=None, access_log=False, lifespan="on",
         http=guarded_protocol(app.state.service.guard),
