@@ -7,6 +7,7 @@ failed/, never a retry or a held claim.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -92,9 +93,17 @@ class Accounting:
 
     def waiting_for_room(self, claim: Claim, needed: int, free: int) -> None:
         """A clip that filled the disk waits for room instead of restarting at frame 0 (once per wait)."""
-        folder = claim.dst.parent if claim.dst is not None else "its outbox"
-        log.warning("holding %s until %s has %s free for its output (%s free now); it starts again by itself then",
-                    log_name(claim.rel), folder, _mb(needed), _mb(free),
+        folder = claim.dst.parent if claim.dst is not None else None
+        never = ""
+        try:
+            st = os.statvfs(folder) if folder is not None else None
+        except OSError:
+            st = None
+        if st is not None and needed > st.f_blocks * st.f_frsize:
+            never = (f"; that is more than the whole filesystem holds ({_mb(st.f_blocks * st.f_frsize)}): put the "
+                     "outbox on a larger disk, or raise video.crf for smaller clips")
+        log.warning("holding %s until %s has %s free for its output (%s free now); it starts again by itself "
+                    "then%s", log_name(claim.rel), folder or "its outbox", _mb(needed), _mb(free), never,
                     extra={FIELDS_ATTR: {"event": "waiting_for_room", "file": claim.rel, "needed_bytes": needed,
                                          "free_bytes": free}})
 
