@@ -315,3 +315,25 @@ def test_a_linked_style_folder_and_a_look_alike_folder_are_said_for_what_they_ar
     assert not any("extension" in m for m in messages), messages
     assert len(messages) == 2 and not any("skipped other" in m for m in messages), messages
     assert os.path.exists(inbox / nfd / "b.jpg") and os.path.exists(elsewhere / "a.jpg")
+
+
+def test_a_look_alike_folder_in_recursive_mode_is_said_to_get_the_default_style(
+        inbox: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """watch.recursive enters the NFD `café/` as a plain folder: its files go, in the default style, not in
+    style café; the log says so once, however often the inbox is scanned."""
+    caplog.set_level(logging.INFO, logger="edge_anime.watch")
+    nfd = "cafe\u0301"
+    (inbox / nfd).mkdir()
+    (inbox / nfd / "b.jpg").write_bytes(b"y")
+    watch = _watch(detector="polling", recursive=True)
+    det = Detector(inbox, watch, accept=InputFilter(watch, routes=["caf\u00e9"]))
+    det.start()
+    try:
+        assert _collect(det, 1) == [f"{nfd}/b.jpg"]
+        _wait_for_log(caplog, f"{nfd}/: a folder spelt like style 'caf\u00e9' but not its folder (another Unicode "
+                      "form or case): its files are taken as a plain folder in the default style")
+        (inbox / "c.jpg").write_bytes(b"z")
+        assert _collect(det, 1) == ["c.jpg"]  # several polling rescans later
+    finally:
+        det.stop()
+    assert sum("spelt like" in r.getMessage() for r in caplog.records) == 1

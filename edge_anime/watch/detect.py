@@ -55,14 +55,15 @@ Skip = Callable[[str, os.stat_result], bool]
 Signature = tuple[int, int, int]
 
 
-Unwanted = Callable[[str, str], None]
+Unwanted = Callable[[str, str, bool], None]  # (rel, why, stays: whether it stays in the inbox for good)
 
 
 def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Unwanted | None = None) -> Iterator[str]:
     """Inbox names, lazily; folders are entered as ``accept.enters`` says (style routes always, others only in
     recursive mode) and never through a symlink.
-    ``on_unwanted(rel, why)`` hears of what stays in the inbox for good and why: a file for its extension
-    (``InputFilter.unwanted``), a symbolic link to a folder, a folder spelt like a style but not its route."""
+    ``on_unwanted(rel, why, stays)`` hears of what stays in the inbox for good and why: a file for its extension
+    (``InputFilter.unwanted``), a symbolic link to a folder, a folder spelt like a style but not its route (which
+    recursive mode does enter: ``stays`` False, the files go, but not in that style)."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -78,19 +79,19 @@ def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Unwanted | None = Non
                 except OSError:
                     continue
                 if is_dir:
-                    if accept.enters(rel):
+                    entered = accept.enters(rel)
+                    if entered:
                         stack.append(rel + "/")
-                    elif on_unwanted is not None and not prefix:
-                        why = look_alike_route(entry.name, accept)
-                        if why:
-                            on_unwanted(rel + "/", why)
+                    why = look_alike_route(entry.name, accept, entered=entered) if on_unwanted and not prefix else ""
+                    if why and on_unwanted is not None:
+                        on_unwanted(rel + "/", why, not entered)
                 elif accept.accepts(rel):
                     yield rel
                 elif on_unwanted is not None and _is_link_to_folder(entry):
-                    on_unwanted(rel, LINKED_FOLDER_REASON)
+                    on_unwanted(rel, LINKED_FOLDER_REASON, True)
                 elif on_unwanted is not None and accept.unwanted(rel):
                     on_unwanted(rel, "its extension is not in watch.extensions or video.extensions "
-                                f"({', '.join(sorted(accept.extensions))})")
+                                f"({', '.join(sorted(accept.extensions))})", True)
 
 
 LINKED_FOLDER_REASON = ("a symbolic link to a folder: links are never followed out of the inbox, so nothing put "
@@ -104,17 +105,19 @@ def _is_link_to_folder(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def look_alike_route(name: str, accept: InputFilter) -> str:
+def look_alike_route(name: str, accept: InputFilter, *, entered: bool = False) -> str:
     """Why a first-level folder ``name`` that is not a route looks like one (another Unicode form, e.g. the NFD
-    ``café`` a Mac writes beside the NFC style folder, or another case), or '' when it does not. Its files are
-    never taken (it is not the style's folder), so the log must say so instead of staying silent."""
+    ``café`` a Mac writes beside the NFC style folder, or another case), or '' when it does not. It is not the
+    style's folder: its files are never taken, or (``entered``, watch.recursive) taken in the default style, so
+    the log must say so instead of staying silent."""
     if name in accept.routes:
         return ""
     key = unicodedata.normalize("NFC", name).casefold()
     for route in sorted(accept.routes):
         if unicodedata.normalize("NFC", route).casefold() == key:
+            fate = "taken as a plain folder in the default style" if entered else "not taken"
             return (f"a folder spelt like style {route!r} but not its folder (another Unicode form or case): "
-                    f"its files are not taken; move them into {route}/")
+                    f"its files are {fate}; move them into {route}/")
     return ""
 
 
@@ -327,11 +330,14 @@ class Detector:
                         "recreate it (or remount the share) and edge-anime takes it up again by itself", self.inbox)
         return False
 
-    def _say_unwanted(self, rel: str, why: str) -> None:
+    def _say_unwanted(self, rel: str, why: str, stays: bool) -> None:
         if rel in self._unwanted_logged or len(self._unwanted_logged) >= MAX_TRACKED_FILES:
             return
         self._unwanted_logged.add(rel)
-        log.info("skipped %s: %s; it stays in the inbox", rel, why)
+        if stays:
+            log.info("skipped %s: %s; it stays in the inbox", rel, why)
+        else:
+            log.warning("%s: %s", rel, why)
 
     def _track(self, rel: str, now: float, *, created: bool = False) -> None:
         with self._lock:
