@@ -167,6 +167,7 @@ def _style_copy(random_ir: Path, folder: Path, *, style: str, damaged: bool) -> 
     return folder
 
 
+@pytest.mark.slow
 def test_a_style_that_cannot_compile_holds_its_folder_and_a_reload_brings_it_back(
         config: Callable[..., Path], random_ir: Path, make_photo: Callable[..., Path], tmp_path: Path,
         services: list[Service]) -> None:
