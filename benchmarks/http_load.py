@@ -10,8 +10,15 @@ The photos are shrunk to the 512 px long side once and sent as JPEG, so both ser
 bodies. Both servers run the same weights (the bundled toon checkpoint, traced for the seed side).
 Loopback only; every loop is bounded by ``--seconds``.
 
+Hostile load (issue 28), on the edge-anime side only: ``--idle-sockets N`` holds N idle connections open
+(half of them with half-sent headers) through every client count, with ``http.header_timeout_seconds`` raised
+so they stay, and says how many were still open at the end of each; ``--upload-burst N MB`` then sends N
+concurrent MB-sized uploads at once (a small JPEG padded with zeros, so the bytes cost and not the pixels)
+and gives the answers and the server's RSS before, at its peak and 3 s after.
+
     pip install fastapi gunicorn                     # the seed's side only
     python benchmarks/http_load.py [--photos DIR] [--limit 12] [--seconds 20] [--clients 1 2 4 8] [--no-seed]
+    python benchmarks/http_load.py --no-seed --idle-sockets 200 --upload-burst 150 20
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ import argparse
 import io
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -126,8 +134,69 @@ def load(url: str, bodies: list[bytes], clients: int, seconds: float, pid: int) 
             "peak_rss_mb": peak_rss[0] / 2**20}
 
 
+def hold_idle(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that never finish a request: every other one sends half of its headers."""
+    held = []
+    for i in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if i % 2:
+            sock.sendall(b"POST /v1/stylize HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        held.append(sock)
+    return held
+
+
+def still_open(held: list[socket.socket]) -> int:
+    """How many of ``held`` the server has neither closed nor answered."""
+    return sum(not select.select([sock], [], [], 0)[0] for sock in held)
+
+
+def rss_mb(pid: int) -> float:
+    return float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
+def upload_burst(url: str, pid: int, count: int, megabytes: int) -> dict[str, Any]:
+    """``count`` concurrent uploads of ``megabytes`` each; the answers, and the RSS before, peak and after."""
+    photo = io.BytesIO()
+    Image.new("RGB", (96, 64), (120, 90, 60)).save(photo, "JPEG")
+    body = photo.getvalue() + bytes(megabytes * 2**20 - len(photo.getvalue()))
+    for _ in range(3):  # warm: this shape compiled, the threads made
+        post(url, body)
+    time.sleep(2)  # what the last answer freed is given back (http.memory trims 1 s after the last body)
+    before = peak = rss_mb(pid)
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.02):
+            peak = max(peak, rss_mb(pid))
+
+    def client() -> None:
+        try:
+            statuses.append(post(url, body))
+        except OSError as exc:
+            statuses.append(-1)
+            print(f"upload burst: {exc}", file=sys.stderr)
+
+    sampler = threading.Thread(target=sample)
+    threads = [threading.Thread(target=client) for _ in range(count)]
+    started = time.perf_counter()
+    for thread in [sampler, *threads]:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    time.sleep(3)
+    answers = {str(code): statuses.count(code) for code in sorted(set(statuses))}
+    return {"uploads": count, "mb_each": megabytes, "answers": answers, "seconds": wall,
+            "rss_before_mb": before, "rss_peak_mb": peak, "rss_after_mb": rss_mb(pid)}
+
+
 def run_server(name: str, cmd: list[str], env: dict[str, str], port: int, bodies: list[bytes],
-               clients: list[int], seconds: float) -> list[dict[str, Any]]:
+               clients: list[int], seconds: float, *, idle_sockets: int = 0,
+               burst: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     proc = subprocess.Popen(cmd, env=env, cwd=REPO / "benchmarks", stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -135,12 +204,22 @@ def run_server(name: str, cmd: list[str], env: dict[str, str], port: int, bodies
         wait_ready(url + ("/readyz" if name == "edge-anime" else "/docs"), proc)
         for body in bodies:  # warm-up: every size compiled (ours) or profiled (TorchScript)
             post(url + "/v1/stylize", body)
+        held = hold_idle(port, idle_sockets)
         rows = []
         for count in clients:
             row = load(url + "/v1/stylize", bodies, count, seconds, proc.pid)
+            if held:
+                row["idle_open"] = still_open(held)
             print(f"{name}: {count} clients: {row['requests_per_s']:.2f} req/s, p95 {row['p95_s']:.2f} s, "
-                  f"{row['errors']} errors", flush=True)
+                  f"{row['errors']} errors" + (f", {row['idle_open']} idle sockets open" if held else ""),
+                  flush=True)
             rows.append({"server": name, **row})
+        for sock in held:
+            sock.close()
+        if burst is not None:
+            result = upload_burst(url + "/v1/stylize", proc.pid, *burst)
+            print(f"{name}: upload burst: {json.dumps(result)}", flush=True)
+            rows.append({"server": name, "burst": result})
         return rows
     finally:
         proc.terminate()
@@ -181,6 +260,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--no-seed", action="store_true", help="skip the seed's FastAPI + TorchScript side")
+    parser.add_argument("--idle-sockets", type=int, default=0, metavar="N",
+                        help="hold N idle connections open through the edge-anime runs")
+    parser.add_argument("--upload-burst", type=int, nargs=2, default=None, metavar=("N", "MB"),
+                        help="then N concurrent uploads of MB each against edge-anime: answers and RSS")
     args = parser.parse_args()
     bodies = photo_bodies(args.photos, args.limit)
     rows: list[dict[str, Any]] = []
@@ -193,13 +276,18 @@ def main() -> int:
         config = work / "config.yaml"
         config.write_text(yaml.safe_dump({
             "image": {"resize": "max_side", "max_side": MAX_SIDE_PX},
-            "http": {"port": port, "max_queue": 64},
+            # idle sockets held for the whole run: past the header deadline the server would close them
+            "http": {"port": port, "max_queue": 64,
+                     **({"header_timeout_seconds": 3600} if args.idle_sockets else {})},
         }), encoding="utf-8")
         mu = bench_images_per_s(work / "photos", config)
         print(f"edge-anime bench: {mu:.2f} images/s", flush=True)
         env = {k: v for k, v in os.environ.items() if k != "EDGE_ANIME_CONFIG"}
         rows += run_server("edge-anime", [sys.executable, "-m", "edge_anime", "serve", "--config", str(config)],
-                           env, port, bodies, args.clients, args.seconds)
+                           env, port, bodies, args.clients, args.seconds, idle_sockets=args.idle_sockets,
+                           burst=tuple(args.upload_burst) if args.upload_burst else None)
+        bursts = [row.pop("burst") for row in rows if "burst" in row]
+        rows = [row for row in rows if "clients" in row]
         if not args.no_seed:
             try:
                 import fastapi  # noqa: F401
@@ -217,11 +305,14 @@ def main() -> int:
         row["vs bench"] = row["requests_per_s"] / mu
         row["p95 / (c / mu)"] = row["p95_s"] / (row["clients"] / mu)
     columns = ["server", "clients", "requests_per_s", "vs bench", "p50_s", "p95_s", "p99_s", "p95 / (c / mu)",
-               "errors", "peak_rss_mb"]
+               "errors", "peak_rss_mb", *(["idle_open"] if args.idle_sockets else [])]
     table = (f"{len(bodies)} photos at {MAX_SIDE_PX} px, {args.seconds:g} s per client count; "
-             f"edge-anime bench {mu:.2f} images/s\n\n" + markdown_table(rows, columns))
+             f"edge-anime bench {mu:.2f} images/s"
+             + (f"; {args.idle_sockets} idle sockets held open throughout" if args.idle_sockets else "")
+             + "\n\n" + markdown_table(rows, columns)
+             + "".join(f"\n\nupload burst: {json.dumps(b)}" for b in bursts))
     print(table)
-    write_results("http_load", {"machine": machine(), "bench_images_per_s": mu, "rows": rows,
+    write_results("http_load", {"machine": machine(), "bench_images_per_s": mu, "rows": rows, "bursts": bursts,
                                 "median_vs_bench": median([r["vs bench"] for r in rows if r["server"] == "edge-anime"
                                                            and r["clients"] >= 2])}, table)
     return 0

@@ -262,13 +262,14 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
             _check_header(data, config)
             service.admit()
             handed_over = True  # from here the work's thread releases the body's share, when it is done
-            result = await _work(service, stylizer, config, data, style, reservation)
+            image, timings_s = await _work(service, stylizer, config, data, style, reservation)
         finally:
             if not handed_over:
                 reservation.release()
-        body = await anyio.to_thread.run_sync(_encode, result.image, fmt, config.output.quality)
+        del data  # its share of http.max_bodies_mb is free: so is its memory
+        body = await anyio.to_thread.run_sync(_encode, image, fmt, config.output.quality)
         return Response(body, media_type=FORMATS[fmt][1],
-                        headers={"Server-Timing": _server_timing(result.timings_s), "Cache-Control": "no-store"})
+                        headers={"Server-Timing": _server_timing(timings_s), "Cache-Control": "no-store"})
 
     async def styles(request: Request) -> Response:
         service.authorize(request)
@@ -339,20 +340,22 @@ async def _receive(request: Request, config: Config, limit_bytes: int) -> bytes:
 
 
 async def _work(service: Service, stylizer: Stylizer, config: Config, data: bytes, style: str,
-                reservation: Reservation) -> Any:
-    """The picture on a worker thread; 504 past the timeout, the picture still finished in the background
-    (its queue slot and its body's share freed then: the engine and the memory are busy until then)."""
+                reservation: Reservation) -> tuple[Image.Image, dict[str, float]]:
+    """The picture and its timings, from a worker thread; 504 past the timeout, the picture still finished in
+    the background (its queue slot and its body's share freed then: the engine and the memory are busy until
+    then). Only the picture comes back: the job's result also holds the body."""
     outcome: dict[str, Exception] = {}
 
     def work() -> Any:
         try:
             try:
-                return stylizer.run(data, style=style)
+                result = stylizer.run(data, style=style)
             except StylizerClosed:  # a reload swapped it out between admission and here
                 current = service.stylizer
                 if current is None:
                     raise
-                return current.run(data, style=style)
+                result = current.run(data, style=style)
+            return result.image, result.timings_s
         except Exception as exc:  # noqa: BLE001 - judged by _fault on the event loop, never a bare 500
             outcome["error"] = exc
             return None
@@ -363,7 +366,7 @@ async def _work(service: Service, stylizer: Stylizer, config: Config, data: byte
     timeout = config.http.request_timeout_seconds
     try:
         with anyio.fail_after(timeout):
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            done = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     except TimeoutError:
         raise HttpError(504, "timeout", f"no picture within http.request_timeout_seconds ({timeout:g} s); it is "
                         "finished in the background") from None
@@ -372,7 +375,8 @@ async def _work(service: Service, stylizer: Stylizer, config: Config, data: byte
         if not isinstance(error, (InputError, UserError, TransientError, StylizerClosed)):
             raise error  # a bug: Front logs it with its traceback and answers a JSON 500
         raise _fault(error, style, service.stylizer)
-    return result
+    image, timings_s = done
+    return image, timings_s
 
 
 async def _not_found(_request: Request, _exc: Exception) -> Response:

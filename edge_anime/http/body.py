@@ -10,6 +10,7 @@ Why a budget (``BodyBudget``): 150 concurrent 20 MB uploads once held 3.9 GB bef
 any of them. Each request now sets its body's size aside before reading a byte (its Content-Length, or
 ``http.max_body_mb`` when chunked), and gets a 503 with Retry-After when the bodies of all requests together
 would pass ``http.max_bodies_mb``; a client that sends ``Expect: 100-continue`` then never sends the body.
+Once the last body is released the allocator's free pages go back to the system (``memory``).
 """
 from __future__ import annotations
 

@@ -156,14 +156,16 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline = None
         if self.transport.is_closing() or self.cycle is not self._armed_cycle or not self.idle:
             return
-        started = bool(self.conn.trailing_data[0]) and self.conn.their_state is h11.IDLE
-        if started:
+        mid_head = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
+        if mid_head:
             self.guard.answered(408)
             seconds = self.guard.settings().header_timeout_seconds
             self.transport.write(raw_json_answer(
                 408, "Request Timeout", "headers too slow",
                 f"the request's headers did not arrive within http.header_timeout_seconds ({seconds:g} s)"))
-        self.guard.dropped("header timeout" if started else "idle")
+        # Neither mid-head nor idle: a body still streaming in after its early answer (uvicorn drains it).
+        busy = mid_head or self.conn.their_state is not h11.IDLE
+        self.guard.dropped("header timeout" if busy else "idle")
         self.transport.close()
 
 
