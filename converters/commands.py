@@ -61,6 +61,9 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--floor-db", type=float, default=None,
                         help="PSNR floor vs the source framework (default: fp32 45, fp16 40, int8 35; "
                              "int8 also vs the FP32 IR on the photos)")
+    parser.add_argument("--int8-ir", type=Path, default=None, metavar="XML",
+                        help="with --precision int8: take this INT8 IR of the same weights (a QAT fine-tune) "
+                             "instead of quantizing; held to the same floor against FP32")
     parser.add_argument("--style", help="word used for {style} in output names (default: the name)")
     parser.add_argument("--two-pass", type=_bool, default=True, metavar="true|false",
                         help="fp32/fp16 of a state dict: also build the verified pass-1/pass-2 IR pair that "
@@ -83,7 +86,7 @@ def run_convert(args: argparse.Namespace) -> int:
         upsample_align=args.upsample_align, verify_dir=args.verify_images, floor_db=args.floor_db,
         verify_limit=args.verify_count, calib_count=args.calib_count or CALIBRATION_COUNT, style=args.style,
         verify_sizes_hw=tuple(args.verify_size) if args.verify_size else DEFAULT_SIZES_HW,
-        two_pass=args.two_pass,
+        two_pass=args.two_pass, quantized_ir=args.int8_ir,
     )
     from edge_anime.models import load_model_info
 
@@ -104,9 +107,13 @@ def run_convert(args: argparse.Namespace) -> int:
         print(f"{folder}: variants {', '.join(style.variant_names())} (model.variant: auto measures which runs)")
     if "quantization" in manifest:
         q = manifest["quantization"]
-        print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, ranges "
-              f"{q.get('range_estimator') or 'NNCF default'}, {q['calibration_images']} calibration images; "
-              f"PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
+        if q.get("method") == "qat":
+            print(f"int8: taken from {args.int8_ir} (quantization-aware training); "
+                  f"PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
+        else:
+            print(f"int8: preset {q['preset']}, ignored {q['ignore'] or 'nothing'}, ranges "
+                  f"{q.get('range_estimator') or 'NNCF default'}, {q['calibration_images']} calibration images; "
+                  f"PSNR vs fp32 IR min {q['psnr_vs_fp32_db']['min']:.2f} dB")
         for tried in q.get("candidates", [])[:-1]:
             print(f"int8: tried first: {tried['setup']}: min {tried['min_db']:.2f} dB ({tried['worst_image']})")
     return 0

@@ -22,7 +22,7 @@ from edge_anime.errors import UserError
 from edge_anime.models import sha256_file
 
 from .manifest import build_manifest, write_manifest
-from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8
+from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8, taken_int8
 from .samples import default_photo_dir, load_samples
 from .sources import Source, load_source
 from .variants import add_variant, same_weights
@@ -48,8 +48,16 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
             upsample_align: bool | None = None, verify_dir: Path | None = None, floor_db: float | None = None,
             verify_limit: int | None = None, calib_count: int = CALIBRATION_COUNT,
             int8_setups: tuple[Int8Setup, ...] = INT8_CANDIDATES, style: str | None = None,
-            verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW, two_pass: bool = True) -> Path:
+            verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW, two_pass: bool = True,
+            quantized_ir: Path | None = None) -> Path:
     """Convert ``source`` into ``output_dir/name/`` and return that folder.
+
+    ``quantized_ir`` (int8 only): an INT8 IR made elsewhere from these same weights, with the u8 contract (a
+    quantization-aware fine-tune, ``training/qat_toon.py``), taken instead of quantizing here. It is held to
+    exactly what a quantization made here is: its worst photo against this checkpoint's FP32 IR at
+    ``floor_db``, then verification against the source framework; the manifest records its digest and
+    ``method: qat``. Weights other than these fail the first gate by far, so the figure is also the check
+    that the IR belongs to the checkpoint.
 
     ``two_pass``: for a float conversion of a state dict, also build the pass-1 / pass-2 pair of tiled
     full-resolution inference (``two_pass_ir``; ``image.resize: full`` needs them for photos that do not fit
@@ -62,6 +70,10 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
     """
     if precision not in PRECISIONS:
         raise ConversionError(f"--precision: '{precision}' is not one of {', '.join(PRECISIONS)}")
+    if quantized_ir is not None and precision != "int8":
+        raise ConversionError(f"--int8-ir: an INT8 IR is taken for --precision int8 only, not {precision}")
+    if quantized_ir is not None and not (quantized_ir.is_file() and quantized_ir.with_suffix(".bin").is_file()):
+        raise ConversionError(f"--int8-ir: {quantized_ir}: expected an IR .xml with its .bin beside it")
     if not NAME_PATTERN.match(name):
         raise ConversionError(f"--name: '{name}' must be letters, digits, '.', '_' or '-' (a folder name)")
     loaded = load_source(source, name=name, upsample_align=upsample_align)
@@ -72,7 +84,8 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
     try:
         _build(work, loaded, float_model, name=name, style=style, precision=precision, calib_dir=calib_dir,
                calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir, verify_limit=verify_limit,
-               floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw)
+               floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw,
+               quantized_ir=quantized_ir)
         if two_pass and precision in TWO_PASS_PRECISIONS and loaded.kind == "state_dict":
             _build_two_pass(work, loaded, precision=precision, sample_dir=verify_dir, limit=verify_limit,
                             floor_db=floor_db if floor_db is not None else FLOORS_DB[precision],
@@ -91,7 +104,8 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
 
 def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: str | None, precision: str,
            calib_dir: Path | None, calib_count: int, int8_setups: tuple[Int8Setup, ...], verify_dir: Path | None,
-           verify_limit: int | None, floor_db: float, sizes: tuple[tuple[int, int], ...]) -> None:
+           verify_limit: int | None, floor_db: float, sizes: tuple[tuple[int, int], ...],
+           quantized_ir: Path | None = None) -> None:
     from .ir import save_ir, with_u8_io
     from .verify import VerificationError
 
@@ -102,8 +116,11 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
         photo_dir = calib_dir if calib_dir is not None else default_photo_dir()
         verify_dir = verify_dir if verify_dir is not None else photo_dir
         validation = [sample for size in sizes for sample in load_samples(verify_dir, size_hw=size, limit=verify_limit)]
-        choice = choose_int8(float_model, calibration, validation, floor_db=floor_db, candidates=int8_setups,
-                             **layouts)
+        if quantized_ir is not None:
+            choice = taken_int8(float_model, quantized_ir, validation, **layouts)
+        else:
+            choice = choose_int8(float_model, calibration, validation, floor_db=floor_db, candidates=int8_setups,
+                                 **layouts)
         if choice.min_db < floor_db:
             tried = "; ".join(f"{t['setup']}: min {t['min_db']:.2f} dB ({t['worst_image']})" for t in choice.tried)
             raise ConversionError(
@@ -115,6 +132,10 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
         quantization = {**choice.setup.to_manifest(), "calibration_images": len(calibration),
                         "calibration_source": calib_source, "candidates": choice.tried,
                         "psnr_vs_fp32_db": {"min": round(choice.min_db, 2), "mean": round(choice.mean_db, 2)}}
+        if quantized_ir is not None:  # its ranges came from its own fine-tune, not from these photos
+            quantization = {"method": "qat", "ir": quantized_ir.name, "xml_sha256": sha256_file(quantized_ir),
+                            "bin_sha256": sha256_file(quantized_ir.with_suffix(".bin")),
+                            "psnr_vs_fp32_db": quantization["psnr_vs_fp32_db"]}
     else:
         model = with_u8_io(float_model, **layouts)
     xml, bin_path = save_ir(model, work, compress_to_fp16=precision == "fp16")

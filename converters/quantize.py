@@ -113,6 +113,8 @@ INT8_CANDIDATES: tuple[Int8Setup, ...] = (
                                       "block_e.1", "block_e.2"), range_estimator="MINMAX"),
 )
 DEFAULT_INT8 = INT8_CANDIDATES[0]
+# A quantization-aware fine-tune (training/qat_toon.py) starts from this setup's quantizers and moves them.
+QAT_SETUP = DEFAULT_INT8
 # The decoder-float fallback: ``benchmarks/int8_quality.py --figure`` compares it with the default.
 DECODER_FLOAT_INT8 = INT8_CANDIDATES[2]
 
@@ -186,6 +188,20 @@ def choose_int8(float_model: ov.Model, calibration: list[Sample], validation: li
             break
     assert best is not None
     return best
+
+
+def taken_int8(float_model: ov.Model, xml: Path, validation: list[Sample], *, layout: str = "NCHW",
+               output_layout: str | None = None) -> Int8Choice:
+    """An INT8 IR made elsewhere (quantization-aware training), scored like ``choose_int8``'s candidates: per
+    validation photo against the float model. Its setup is recorded as "qat"; the caller gates the floor."""
+    if not validation:
+        raise ValueError("taken_int8 needs at least one validation image")
+    model = ov.Core().read_model(xml)
+    scores = psnr_vs_float(float_model, [model], validation, layout=layout, output_layout=output_layout)[0]
+    worst = min(range(len(scores)), key=scores.__getitem__)
+    tried = [{"setup": "qat", "min_db": round(scores[worst], 2), "mean_db": round(float(np.mean(scores)), 2),
+              "worst_image": validation[worst].name}]
+    return Int8Choice(model, QAT_SETUP, scores, tried)
 
 
 def calibration_samples(folder: Path | None, *, count: int = CALIBRATION_COUNT,

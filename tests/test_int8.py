@@ -68,6 +68,39 @@ def test_int8_below_the_floor_fails_loudly_and_leaves_nothing(tmp_path: Path, se
     assert os.listdir(out) == []
 
 
+def test_an_int8_ir_made_elsewhere_is_held_to_the_floor_and_recorded_as_qat(
+        int8_folder: Path, tmp_path: Path, seeded_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert --int8-ir`` (a QAT fine-tune's IR, training/qat_toon.py): the IR of these weights is verified
+    like one quantized here and recorded with its digests and ``method: qat``; an INT8 IR of other weights
+    fails the floor against this checkpoint's FP32 and nothing is installed."""
+    from edge_anime.models import sha256_file
+
+    made = load_model_info(int8_folder).with_variant("int8").xml  # an INT8 IR of these weights, u8 contract
+    out = tmp_path / "models"
+    args = ["convert", str(seeded_checkpoint), "--name", "q", "--precision", "int8", "--output", str(out),
+            "--verify-count", "2", "--verify-size", "64x64", "--verify-size", "64x96",
+            "--floor-db", str(TEST_FLOOR_DB), "--int8-ir"]
+    assert main([*args, str(made)]) == 0
+    info = load_model_info(out / "q")
+    q = info.manifest["quantization"]
+    assert q["method"] == "qat" and q["xml_sha256"] == sha256_file(made)
+    assert q["bin_sha256"] == sha256_file(made.with_suffix(".bin")) and q["psnr_vs_fp32_db"]["min"] >= TEST_FLOOR_DB
+    assert sha256_file(info.bin) == sha256_file(made.with_suffix(".bin"))
+    assert "taken from" in capsys.readouterr().out
+
+    other = tmp_path / "other.pt"
+    import torch
+
+    torch.save(seeded_random_generator(seed=99).state_dict(), other)
+    status = main([*args[:1], str(other), *args[2:], str(made)])
+    err = capsys.readouterr().err
+    assert status == EXIT_CONFIG and "below the floor" in err and "qat" in err
+    assert sorted(p.name for p in out.iterdir()) == ["q"], "nothing of the failed conversion is left"
+    assert main(["convert", str(seeded_checkpoint), "--name", "f", "--precision", "fp16", "--output", str(out),
+                 "--int8-ir", str(made)]) == EXIT_CONFIG
+    assert "--int8-ir: an INT8 IR is taken for --precision int8 only" in capsys.readouterr().err
+
+
 def test_ignored_scope_finds_first_and_last_conv_by_graph_order() -> None:
     model = torch_to_float_ov(seeded_random_generator(0))
     scope = ignored_scope(model, ("first_conv", "last_conv", "depthwise", "norm"))

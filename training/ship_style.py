@@ -72,7 +72,8 @@ runtime wheel leaves them out.
 """
 
 
-def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | None) -> Path:
+def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | None,
+         int8_ir: Path | None = None) -> Path:
     """Convert fp16 (align_corners decoder, tiling pair) and int8, keep the checkpoint; returns the folder."""
     from edge_anime_converters.convert import convert
 
@@ -85,7 +86,7 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
     folder = convert(kept, name=style, precision="fp16", output_dir=models_dir, upsample_align=True)
     if calib_dir is not None:
         folder = convert(kept, name=style, precision="int8", output_dir=models_dir, upsample_align=True,
-                         calib_dir=calib_dir)
+                         calib_dir=calib_dir, quantized_ir=int8_ir)
     manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     manifest["palette"] = PaletteSpec(enabled=True).to_manifest()  # both bundled styles are cel looks
     write_manifest(folder, manifest)
@@ -105,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--style", required=True, help="the style's name: models/STYLE/, training/checkpoints/STYLE.pt")
     p.add_argument("--models-dir", type=Path, default=Path("models"))
     p.add_argument("--calib", type=Path, default=None, help="photos for the INT8 variant (e.g. ../shared/photos)")
+    p.add_argument("--int8-ir", type=Path, default=None,
+                   help="the style's QAT INT8 IR (training.qat_toon) to ship instead of quantizing; needs --calib")
     a = p.parse_args(argv)
-    folder = ship(a.checkpoint, style=a.style, models_dir=a.models_dir, calib_dir=a.calib)
+    folder = ship(a.checkpoint, style=a.style, models_dir=a.models_dir, calib_dir=a.calib, int8_ir=a.int8_ir)
     print(f"{folder}: " + ", ".join(f"{f.name} {f.stat().st_size}" for f in sorted(folder.iterdir())))
     return 0
 
