@@ -147,6 +147,13 @@ class ImageSection(_Section):
     memory_budget_mb: int = Field(default=1024, ge=64)
     over_budget: Literal["downscale", "refuse"] = "downscale"
 
+    @field_validator("tone", "palette", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        """``tone: off`` as a person writes it: YAML 1.1 (PyYAML) reads a bare off as false, and "expected
+        'auto' or 'off', got False" for exactly what the comment in the config says to write is a trap."""
+        return "off" if value is False else value
+
 
 class OutputSection(_Section):
     format: Literal["jpeg", "png", "webp", "same"] = "jpeg"

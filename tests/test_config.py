@@ -94,6 +94,18 @@ def test_valid_special_forms() -> None:
     assert config.device.enable_cpu_pinning is True and config.device.num_requests == "auto"
 
 
+def test_a_bare_off_in_the_file_means_off(tmp_path: Path) -> None:
+    """The config's comments say ``tone: off``; YAML 1.1 reads a bare off as false. Written as a person would
+    write it, it means off; ``on`` is still no value these keys take."""
+    path = tmp_path / "c.yaml"
+    path.write_text("image:\n  tone: off\n  palette: off\n", encoding="utf-8")
+    config = load_config(path)
+    assert config.image.tone == "off" and config.image.palette == "off"
+    path.write_text("image:\n  tone: on\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="image.tone"):
+        load_config(path)
+
+
 def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.yaml")
