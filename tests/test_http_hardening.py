@@ -177,8 +177,8 @@ def test_past_the_connection_bound_idle_ones_make_room_and_busy_ones_get_a_json_
     end = time.monotonic() + ANSWER_DEADLINE_SECONDS
     while time.monotonic() < end and server.request("/healthz")[0] != 200:
         time.sleep(0.05)  # the busy ones' handlers see their clients gone
-    metrics = _metrics(server)
-    assert 'edge_anime_http_requests_total{route="healthz",status="503"} 1.0' in metrics
+    metrics = _metrics(server)  # the poll above may have met a 503 or two more while the handlers wound down
+    assert 'edge_anime_http_requests_total{route="healthz",status="503"}' in metrics
     assert 'edge_anime_http_connections_closed_total{reason="evicted"}' in metrics
 
 
