@@ -319,16 +319,22 @@ def test_run_refuses_an_unwritable_folder_before_it_starts(write_config: Callabl
     ("short-token\n", "the token is 11 characters; expected at least 16"),
     ("   \n", "the token is 0 characters; expected at least 16"),
     ("dir", "is a folder; expected a file holding the Bearer token"),
+    ("0123456789abcdef-caf\u00e9\n", "the token holds '\u00e9' (U+00E9); a Bearer token is printable ASCII"),
+    ("0644:0123456789abcdef-a-real-token\n", "mode 0644 lets other users of this box read or change the token"),
 ])
 def test_check_refuses_a_token_file_serve_would_refuse(write_config: Callable[..., Path], tmp_path: Path,
                                                        content: str | None, message: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 28 item 10: `config check` said ok, then `serve` exited 78 on the token file."""
+    """Issue 28 items 10 and 15: `config check` said ok, then `serve` exited 78 on the token file. The same
+    rules as serve's (http/token.py): a file other users may read is no secret, a non-ASCII token never
+    matches."""
     token = tmp_path / "token"
     if content == "dir":
         token.mkdir()
     elif content is not None:
-        token.write_text(content)
+        mode, _, text = content.rpartition(":") if content.startswith("0644:") else ("0600", "", content)
+        token.write_text(text, encoding="utf-8")
+        token.chmod(int(mode, 8))
     config_path = write_config({"http": {"auth_token_file": str(token)}})
     assert main(["config", "check", str(config_path)]) == EXIT_CONFIG
     err = capsys.readouterr().err

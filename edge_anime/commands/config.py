@@ -10,9 +10,8 @@ from pathlib import Path
 
 from ..config import Config, effective_yaml, load_config
 from ..errors import EXIT_OK, ConfigError
+from ..http.token import TOKEN_MIN_CHARS, mode_problem, token_problem
 from ..locations import default_locations
-
-TOKEN_MIN_CHARS = 16  # what `serve` demands of http.auth_token_file (edge_anime/http/app.py, _read_token)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +82,9 @@ def check_token_file(path: Path | None, *, unreadable: Callable[[str], None]) ->
     if st.st_size == 0:
         raise ConfigError(f"{key}: {path} is empty; expected a Bearer token of at least {TOKEN_MIN_CHARS} "
                           "characters (e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    problem = mode_problem(st.st_mode)  # serve's own rules (http/token.py), so check and start agree
+    if problem is not None:
+        raise ConfigError(f"{key}: {path}: {problem}")
     try:
         token = path.read_text(encoding="utf-8").strip()
     except PermissionError:
@@ -92,9 +94,9 @@ def check_token_file(path: Path | None, *, unreadable: Callable[[str], None]) ->
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"{key}: {path}: cannot read the token ({why})") from None
-    if len(token) < TOKEN_MIN_CHARS:
-        raise ConfigError(f"{key}: {path}: the token is {len(token)} characters; expected at least "
-                          f"{TOKEN_MIN_CHARS}")
+    problem = token_problem(token)
+    if problem is not None:
+        raise ConfigError(f"{key}: {path}: {problem}")
 
 
 def _variant_line(config: Config) -> str:
