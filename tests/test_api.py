@@ -219,3 +219,31 @@ def test_dev_zero_is_refused_instead_of_filling_the_memory(write_config: Callabl
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert "refused: /dev/zero: is a character device, not a regular file" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_finished_job_lets_go_of_its_upload_without_the_cyclic_collector(stylizer: Stylizer) -> None:
+    """Issue 28 (upload memory): the future's result held the job, whose tag was the future: a cycle that kept
+    each upload's bytes (and its picture) until Python's cyclic GC happened to run. With the collector off,
+    the bytes must come back to the caller's own references once the future and result are dropped."""
+    import gc
+    import time
+
+    from edge_anime.pipeline import Job
+
+    buffer = io.BytesIO()
+    synthetic_photo(96, 64).save(buffer, "PNG")
+    data = buffer.getvalue()
+    baseline = sys.getrefcount(data)
+    gc.disable()
+    try:
+        future = stylizer.submit(Job(src=Path("upload.png"), dst=None, data=data))
+        result = future.result(timeout=120)
+        assert result.ok and result.image is not None
+        assert result.job.data is None and result.job.tag is None
+        del future, result
+        deadline = time.monotonic() + 10  # the pipeline's threads drop their last references as they finish
+        while sys.getrefcount(data) > baseline and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sys.getrefcount(data) == baseline
+    finally:
+        gc.enable()
