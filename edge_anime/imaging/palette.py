@@ -13,11 +13,13 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    sample is added ``SATURATED_REPEAT`` more times: median cut gives boxes by population, and lips, signs
    and flowers are small but are what a viewer looks at (without it, lips came out brown).
 2. **Palette.** Pillow's median cut on the sample (C, a few ms), then ``REFINE_ROUNDS`` rounds of k-means
-   on the sample in numpy: each entry moves to the mean of the pixels it paints, so a blonde stays blonde
-   instead of the box's grey-beige centre. Pillow's own ``kmeans=`` runs on the whole picture and cost
-   ~150 ms at 1024 px here; on the sample it is one (n x 3) @ (3 x k) product a round.
+   on the sample: each entry moves to the mean of the pixels it paints, so a blonde stays blonde instead of
+   the box's grey-beige centre (Pillow's own ``kmeans=`` runs on the whole picture: ~150 ms at 1024 px;
+   here a round is Pillow mapping the sample plus a bincount). ``GREY_ENTRIES`` exact greys are always in
+   and near-grey entries become grey: a warm photo with few greys had its greys painted tan otherwise.
 3. **Paint.** Pillow maps every pixel to its nearest entry without dithering (dither is texture, the
-   opposite of cel paint).
+   opposite of cel paint), reading smooth areas from a blur (``apply_palette`` says why), and the entries
+   take the style's ``chroma``.
 
 Deterministic (a strided sample, no random seeds); the input array is never modified. Not for clips: a
 palette chosen per frame shifts between frames and the picture flickers (the clip writer leaves it out).
@@ -32,8 +34,8 @@ SAMPLE_PIXELS = 12_288   # the palette is chosen from about this many pixels, wh
 SATURATED_SHARE = 0.1    # the most saturated share of the sample ...
 SATURATED_REPEAT = 4     # ... counts this many more times in the median cut
 REFINE_ROUNDS = 2        # k-means rounds on the sample after the median cut
-SMOOTH_LEVELS = 6        # an entry is read from the 3 x 3 box blur where no channel differs from it by more
-BOX_3X3 = ImageFilter.Kernel((3, 3), [1] * 9, 9)
+SMOOTH_LEVELS = 6        # an entry is read from the 7 x 7 box blur where no channel differs from it by more
+BOX_7X7 = ImageFilter.BoxBlur(3)  # Pillow's running sums: the radius costs nothing
 _EDGE_TABLE = [255 if level > SMOOTH_LEVELS else 0 for level in range(256)]
 GREY_ENTRIES = 16        # exact greys every 17 levels are always in the palette ...
 NEUTRAL_SPREAD = 6       # ... and an entry whose max - min of R, G, B is at most this becomes the grey of its luma
@@ -136,15 +138,17 @@ def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.n
         raise ValueError(f"palette chroma: expected {MIN_CHROMA} to {MAX_CHROMA}, got {chroma}")
     pixels = rgb[0] if rgb.ndim == 4 else rgb
     palette = choose_palette(pixels, colours)
-    # Which entry a pixel gets is read from a 3 x 3 box blur of the picture where the picture is smooth, from
-    # the pixel itself elsewhere; its colour always from the palette. The model's output carries a level or
-    # two of noise, and where a smooth gradient crosses from one entry to the next that noise flips
-    # neighbours back and forth, a speckle that reads as texture (look.py's texture 0.23 -> 0.36 on the toon
-    # without the blur, 0.32 with it). Ink and edges differ from their blur by far more than the noise and
-    # keep their own value: blurred, a one-pixel black line would be painted mid-grey.
+    # Which entry a pixel gets is read from a 7 x 7 box blur of the picture where the picture is smooth, from
+    # the pixel itself elsewhere; its colour always from the palette. The model's output carries noise (the
+    # all-INT8 IR more than FP16: blotches a few pixels wide), and where a smooth gradient crosses from one
+    # entry to the next that noise cuts it into small islands and speckle, whose edges the JPEG encoder then
+    # rings around. look.py's texture, toon (all-INT8) on ../shared/photos / the held-out photos: painted
+    # pixel by pixel 0.42 / 0.49; from a 3 x 3 blur 0.35 / 0.44; 5 x 5 0.32 / 0.36; 7 x 7 0.33 / 0.30, and
+    # the islands visibly gone. Ink and edges differ from their blur by far more than the noise and keep
+    # their own value: blurred, a one-pixel black line would be painted mid-grey.
     # All in Pillow's C code (numpy's int16 difference, where and gather took 40 of 55 ms at 1024 x 768).
     image = Image.fromarray(np.ascontiguousarray(pixels))
-    blurred = image.filter(BOX_3X3)
+    blurred = image.filter(BOX_7X7)
     red, green, blue = ImageChops.difference(image, blurred).split()
     edge = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(_EDGE_TABLE)
     source = Image.composite(image, blurred, edge)  # the pixel itself where it is an edge, else its blur
