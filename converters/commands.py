@@ -74,7 +74,7 @@ def run_convert(args: argparse.Namespace) -> int:
     """Convert, verify, install; print where the model went and its figures."""
     _check_paths(args)
     try:
-        from .convert import convert
+        from .convert import QAT_VARIANT, convert
         from .quantize import CALIBRATION_COUNT
         from .verify import DEFAULT_SIZES_HW
     except ImportError as exc:
@@ -92,6 +92,8 @@ def run_convert(args: argparse.Namespace) -> int:
 
     style = load_model_info(folder)
     written = args.precision if args.precision in style.variant_names() else style.variant_names()[0]
+    if args.int8_ir is not None and QAT_VARIANT in style.variant_names():
+        written = QAT_VARIANT
     manifest = style.with_variant(written).manifest  # the IR this run wrote, a variant or the default
     check = manifest["verification"]
     print(f"{folder}: {manifest['precision']} from {manifest['source']['kind']} {manifest['source']['file']}; "

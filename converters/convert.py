@@ -29,6 +29,7 @@ from .variants import add_variant, same_weights
 from .verify import DEFAULT_SIZES_HW, FLOORS_DB, verify_ir
 
 PRECISIONS = ("fp32", "fp16", "int8")
+QAT_VARIANT = "int8_qat"  # the variant name of an INT8 IR taken with --int8-ir
 TWO_PASS_PRECISIONS = ("fp32", "fp16")  # the pair needs float statistics; int8 styles use their float pair
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FOLDER_MODE = 0o777
@@ -57,7 +58,8 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
     exactly what a quantization made here is: its worst photo against this checkpoint's FP32 IR at
     ``floor_db``, then verification against the source framework; the manifest records its digest and
     ``method: qat``. Weights other than these fail the first gate by far, so the figure is also the check
-    that the IR belongs to the checkpoint.
+    that the IR belongs to the checkpoint. Into a folder of the same weights it goes in as variant
+    ``int8_qat``, beside the ``int8`` quantized here: the variant choice measures which is faster on a box.
 
     ``two_pass``: for a float conversion of a state dict, also build the pass-1 / pass-2 pair of tiled
     full-resolution inference (``two_pass_ir``; ``image.resize: full`` needs them for photos that do not fit
@@ -92,7 +94,8 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
                             sizes=verify_sizes_hw)
         target = output_dir / name
         if same_weights(target, work):
-            merged = add_variant(target, work)
+            # a QAT IR is a second INT8 variant beside the converter's own, never in its place (add_variant)
+            merged = add_variant(target, work, name=QAT_VARIANT if quantized_ir is not None else None)
             shutil.rmtree(work, ignore_errors=True)
             work = merged
         replace_dir(work, target)

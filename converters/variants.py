@@ -31,15 +31,20 @@ def same_weights(target: Path, built: Path) -> bool:
     return bool(old_sha) and old_sha == (new.get("source") or {}).get("sha256")
 
 
-def variant_files(precision: str) -> tuple[str, str, str]:
-    """The xml, bin and side-by-side PNG names of variant ``precision`` (the bin must share the xml's stem:
+def variant_files(name: str) -> tuple[str, str, str]:
+    """The xml, bin and side-by-side PNG names of variant ``name`` (the bin must share the xml's stem:
     OpenVINO finds an IR's weights by it)."""
-    return f"model_{precision}.xml", f"model_{precision}.bin", f"verify_{precision}.png"
+    return f"model_{name}.xml", f"model_{name}.bin", f"verify_{name}.png"
 
 
-def add_variant(target: Path, built: Path) -> Path:
-    """A temp folder holding ``target``'s style with ``built``'s IR added (or, at the default's precision,
-    put in place of the default's IR with the other variants kept). Returns the folder to rename into place."""
+def add_variant(target: Path, built: Path, *, name: str | None = None) -> Path:
+    """A temp folder holding ``target``'s style with ``built``'s IR added as variant ``name`` (default: its
+    precision), or, when that is the default's precision and no other name is given, put in place of the
+    default's IR with the other variants kept. Returns the folder to rename into place.
+
+    A name other than the precision keeps two IRs of one precision side by side (``int8`` with three
+    convolutions float, ``int8_qat`` all-INT8 from a QAT fine-tune): which is faster depends on the box (the
+    float parts run at bf16 where the CPU has it), so both ship and the variant choice measures them."""
     style = read_manifest(target)
     new = read_manifest(built)
     merged = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".merging", dir=target.parent))
@@ -49,9 +54,10 @@ def add_variant(target: Path, built: Path) -> Path:
             if item.is_file() and item.name != MANIFEST_NAME:
                 shutil.copy2(item, merged / item.name)
         precision = str(new["precision"])
-        replaces_default = precision == str(style["precision"])
+        variant = name or precision
+        replaces_default = variant == str(style["precision"])
         names = ((str(style["ir"]["xml"]), str(style["ir"]["bin"]), SIDE_BY_SIDE_NAME) if replaces_default
-                 else variant_files(precision))
+                 else variant_files(variant))
         built_bin = str(new["ir"]["bin"])
         _move_ir(built, merged, new, names)
         variants = style.setdefault("variants", {})
@@ -73,7 +79,7 @@ def add_variant(target: Path, built: Path) -> Path:
                 else:
                     style.pop(key, None)
         else:
-            variants[precision] = fields
+            variants[variant] = fields
         if not variants:
             style.pop("variants")
         _drop_unlisted_irs(merged, style)

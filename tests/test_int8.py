@@ -72,7 +72,8 @@ def test_an_int8_ir_made_elsewhere_is_held_to_the_floor_and_recorded_as_qat(
         int8_folder: Path, tmp_path: Path, seeded_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``convert --int8-ir`` (a QAT fine-tune's IR, training/qat_toon.py): the IR of these weights is verified
     like one quantized here and recorded with its digests and ``method: qat``; an INT8 IR of other weights
-    fails the floor against this checkpoint's FP32 and nothing is installed."""
+    fails the floor against this checkpoint's FP32 and nothing is installed. Beside a style of the same weights
+    it is variant int8_qat, next to the int8 quantized here."""
     from edge_anime.models import sha256_file
 
     made = load_model_info(int8_folder).with_variant("int8").xml  # an INT8 IR of these weights, u8 contract
@@ -87,6 +88,17 @@ def test_an_int8_ir_made_elsewhere_is_held_to_the_floor_and_recorded_as_qat(
     assert q["bin_sha256"] == sha256_file(made.with_suffix(".bin")) and q["psnr_vs_fp32_db"]["min"] >= TEST_FLOOR_DB
     assert sha256_file(info.bin) == sha256_file(made.with_suffix(".bin"))
     assert "taken from" in capsys.readouterr().out
+
+    # into a folder of the same weights it goes beside the int8 quantized here, not in its place
+    style = tmp_path / "styles" / int8_folder.name
+    shutil.copytree(int8_folder, style)
+    assert main(["convert", str(seeded_checkpoint), "--name", style.name, "--precision", "int8",
+                 "--output", str(style.parent), *args[8:], str(made)]) == 0
+    merged = load_model_info(style)
+    assert merged.variant_names() == ["fp32", "int8", "int8_qat"]
+    assert merged.with_variant("int8_qat").xml.name == "model_int8_qat.xml"
+    assert merged.with_variant("int8").manifest["quantization"]["preset"] == DEFAULT_INT8.preset
+    capsys.readouterr()
 
     other = tmp_path / "other.pt"
     import torch
