@@ -173,3 +173,17 @@ def write_results(name: str, data: dict[str, Any], table: str, *, out_dir: Path 
     print(table)
     print(f"wrote {json_path} and {json_path.with_suffix('.md')}")
     return json_path
+
+
+def timed_call(call: Callable[[], Any], runs: int) -> tuple[float, float]:
+    """(median wall ms, median ms of this thread's CPU) over ``runs`` calls, after one untimed call that takes
+    page faults and lazily built tables out of the figure. The thread's CPU time is what other processes'
+    load changes least on these shared boxes."""
+    call()
+    wall, cpu = [], []
+    for _ in range(runs):
+        w0, c0 = time.perf_counter(), time.thread_time()
+        call()
+        cpu.append(time.thread_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return median(wall) * 1000, median(cpu) * 1000

@@ -15,15 +15,13 @@ import argparse
 import functools
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from _common import PHOTOS_DIR, REPO, cpu_model, machine, markdown_table, median, write_results
+from _common import PHOTOS_DIR, REPO, cpu_model, machine, markdown_table, timed_call, write_results
 
 sys.path.insert(0, str(REPO))
 from edge_anime.imaging.palette import apply_palette, choose_palette
@@ -54,17 +52,6 @@ def stylized(path: Path) -> np.ndarray:
             return np.asarray(stylizer.stylize(path).convert("RGB"))
 
 
-def timed(call: Callable[[], Any], runs: int) -> tuple[float, float]:
-    call()  # first call: page faults and Pillow's tables out of the figure
-    wall, cpu = [], []
-    for _ in range(runs):
-        w0, c0 = time.perf_counter(), time.thread_time()
-        call()
-        cpu.append(time.thread_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return median(wall) * 1000, median(cpu) * 1000
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
@@ -81,7 +68,7 @@ def main() -> int:
                    else np.asarray(Image.fromarray(base).resize((width, height), Image.Resampling.LANCZOS)))
         for part, call in (("choose", functools.partial(choose_palette, picture, COLOURS)),
                            ("whole step", functools.partial(apply_palette, picture, COLOURS))):
-            wall_ms, cpu_ms = timed(call, args.runs)
+            wall_ms, cpu_ms = timed_call(call, args.runs)
             rows.append({"size": f"{width}x{height}", "part": part, "picture": name, "wall_ms": wall_ms,
                          "cpu_ms": cpu_ms})
             print(f"{width}x{height} {part:10s} {wall_ms:7.1f} ms wall {cpu_ms:7.1f} ms cpu", flush=True)

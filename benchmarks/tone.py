@@ -13,15 +13,15 @@ neutral pixels sets the neutral step's cost), else a synthetic sky with a white 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from _common import PHOTOS_DIR, REPO, cpu_model, machine, markdown_table, median, write_results
+from _common import PHOTOS_DIR, REPO, cpu_model, machine, markdown_table, timed_call, write_results
 
 sys.path.insert(0, str(REPO))
 from edge_anime.imaging.tone import restore_tone
@@ -52,17 +52,6 @@ def washed(photo: np.ndarray, cast: tuple[float, float, float]) -> np.ndarray:
     return np.clip((f - mean) * 0.3 + mean + np.array(cast, np.float32), 0, 255).astype(np.uint8)
 
 
-def timed(output: np.ndarray, photo: np.ndarray, runs: int) -> tuple[float, float]:
-    restore_tone(output, photo)  # first call: tables and page faults out of the figure
-    wall, cpu = [], []
-    for _ in range(runs):
-        w0, c0 = time.perf_counter(), time.thread_time()
-        restore_tone(output, photo)
-        cpu.append(time.thread_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return median(wall) * 1000, median(cpu) * 1000
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
@@ -76,7 +65,7 @@ def main() -> int:
         photo, name = photo_at(photo_path, width, height)
         cases = {"repair": washed(photo, (-22, 0, -6)), "no cast": washed(photo, (0, 0, 0)), "unchanged": photo}
         for case, output in cases.items():
-            wall_ms, cpu_ms = timed(output, photo, args.runs)
+            wall_ms, cpu_ms = timed_call(functools.partial(restore_tone, output, photo), args.runs)
             rows.append({"size": f"{width}x{height}", "case": case, "photo": name, "wall_ms": wall_ms,
                          "cpu_ms": cpu_ms})
             print(f"{width}x{height} {case:9s} {wall_ms:7.1f} ms wall {cpu_ms:7.1f} ms cpu", flush=True)

@@ -168,3 +168,23 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs to fill: the box's own disk running full."""
     with mounted_tmpfs(tmp_path / "tmpfs", "size=2m") as mount:
         yield mount
+
+
+def style_with(random_ir: Path, folder: Path, key: str, value: object) -> Path:
+    """A copy of the seeded style in ``folder/style`` with its manifest's ``key`` set to ``value`` (None: the
+    key removed), for the tests of one manifest mapping (tone, palette) as a person would edit it."""
+    import shutil
+
+    import yaml
+
+    from edge_anime.models import MANIFEST_NAME
+
+    style = folder / "style"
+    shutil.copytree(random_ir, style)
+    manifest = yaml.safe_load((style / MANIFEST_NAME).read_text(encoding="utf-8"))
+    if value is None:
+        manifest.pop(key, None)
+    else:
+        manifest[key] = value
+    (style / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return style

@@ -49,6 +49,19 @@ class Server:
         except urllib.error.HTTPError as exc:
             return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
+    def wait_ready(self) -> Server:
+        """Poll /readyz until it answers 200 (the process must stay up meanwhile), within the deadline."""
+        end = time.monotonic() + READY_DEADLINE_SECONDS
+        while time.monotonic() < end:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if self.request("/readyz", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"not ready within {READY_DEADLINE_SECONDS} s: {self.log.read_text()}")
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -69,16 +82,7 @@ def serve(write_config: Callable[..., Path], tmp_path: Path) -> Iterator[Callabl
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
-        end = time.monotonic() + READY_DEADLINE_SECONDS
-        while time.monotonic() < end:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if server.request("/readyz", timeout=2)[0] == 200:
-                    return server
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"not ready within {READY_DEADLINE_SECONDS} s: {log.read_text()}")
+        return server.wait_ready()
 
     yield start
     for server in started:

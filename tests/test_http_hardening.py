@@ -46,18 +46,7 @@ def start(write_config: Callable[..., Path], tmp_path: Path) -> Iterator[Start]:
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         started.append(server)
-        if not ready:
-            return server
-        end = time.monotonic() + READY_DEADLINE_SECONDS
-        while time.monotonic() < end:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if server.request("/readyz", timeout=2)[0] == 200:
-                    return server
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"not ready within {READY_DEADLINE_SECONDS} s: {log.read_text()}")
+        return server.wait_ready() if ready else server
 
     yield launch
     for server in started:

@@ -3,15 +3,14 @@ small vivid areas and thin ink keep their colour, the style's manifest and the c
 of the pipeline gets it and a clip's frames do not."""
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from PIL import Image
 
+from conftest import style_with
 from edge_anime.errors import ModelError
 from edge_anime.imaging.palette import apply_palette
 from edge_anime.locations import bundled_models_dir
@@ -102,15 +101,7 @@ def test_a_palette_size_out_of_range_is_refused(colours: int) -> None:
 
 # -- the manifest -------------------------------------------------------------------------------------------
 def _style_copy(random_ir: Path, tmp_path: Path, palette: object) -> Path:
-    folder = tmp_path / "style"
-    shutil.copytree(random_ir, folder)
-    manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-    if palette is None:
-        manifest.pop("palette", None)
-    else:
-        manifest["palette"] = palette
-    (folder / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
-    return folder
+    return style_with(random_ir, tmp_path, "palette", palette)
 
 
 def test_a_manifest_without_a_palette_is_off(random_ir: Path, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ every picture of the pipeline gets it. L* and chroma are computed here as ../sha
 from __future__ import annotations
 
 import itertools
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import yaml
 from PIL import Image
 
+from conftest import style_with
 from edge_anime.errors import ModelError
 from edge_anime.imaging.tone import ToneTrack, measure, restore_tone
 from edge_anime.models import MANIFEST_NAME, ToneSpec, load_model_info
@@ -139,15 +139,7 @@ def test_a_clips_map_follows_its_frames_without_jumping() -> None:
 
 # -- the manifest -------------------------------------------------------------------------------------------
 def _style_copy(random_ir: Path, tmp_path: Path, tone: object) -> Path:
-    folder = tmp_path / "style"
-    shutil.copytree(random_ir, folder)
-    manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-    if tone is None:
-        manifest.pop("tone", None)
-    else:
-        manifest["tone"] = tone
-    (folder / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
-    return folder
+    return style_with(random_ir, tmp_path, "tone", tone)
 
 
 def test_the_converter_writes_the_tone_key_and_a_manifest_without_it_gets_the_default(
