@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -216,6 +217,20 @@ def _browser() -> object:
     return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
 
 
+def upload_in_page(driver: Any, wait: Any, photo: Path) -> None:
+    """What a person does on the page: wait for the styles, choose the file, press the button; returns once the
+    stylized picture has loaded."""
+    from selenium.webdriver.common.by import By
+
+    wait.until(lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#style option")] == ["randgen"])
+    chooser = driver.find_element(By.ID, "file")
+    driver.execute_script("arguments[0].hidden = false", chooser)
+    chooser.send_keys(str(photo))
+    driver.find_element(By.ID, "go").click()
+    wait.until(lambda d: d.execute_script("const i = document.getElementById('after');"
+                                          "return i.complete && i.naturalWidth > 0"))
+
+
 def test_the_page_in_a_real_browser(serve: Callable[..., Server], tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -229,18 +244,12 @@ def test_the_page_in_a_real_browser(serve: Callable[..., Server], tmp_path: Path
     try:
         driver.get(server.url + "/")  # type: ignore[attr-defined]
         wait = WebDriverWait(driver, 60)
-        wait.until(lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#style option")] == ["randgen"])
-        chooser = driver.find_element(By.ID, "file")  # type: ignore[attr-defined]
-        driver.execute_script("arguments[0].hidden = false", chooser)  # type: ignore[attr-defined]
-        chooser.send_keys(str(photo))
-        driver.find_element(By.ID, "go").click()  # type: ignore[attr-defined]
-        wait.until(lambda d: d.execute_script("const i = document.getElementById('after');"
-                                              "return i.complete && i.naturalWidth > 0"))
+        upload_in_page(driver, wait, photo)
         assert driver.find_element(By.ID, "took").text.endswith(" s")  # type: ignore[attr-defined]
         link = driver.find_element(By.ID, "download")  # type: ignore[attr-defined]
         assert link.is_displayed() and link.get_attribute("download") == "kiosk_randgen.jpg"
         driver.save_screenshot(str(tmp_path / "page.png"))  # type: ignore[attr-defined]
-        chooser.send_keys(str(notes))
+        driver.find_element(By.ID, "file").send_keys(str(notes))  # type: ignore[attr-defined]
         driver.find_element(By.ID, "go").click()  # type: ignore[attr-defined]
         wait.until(lambda d: d.find_element(By.ID, "error").text != "")
         error = driver.find_element(By.ID, "error").text  # type: ignore[attr-defined]

@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_http import READY_DEADLINE_SECONDS, Server, _free_port, _jpeg, _json, _rss_kb, _whole_answer
+from test_http import (
+    READY_DEADLINE_SECONDS,
+    Server,
+    _free_port,
+    _jpeg,
+    _json,
+    _rss_kb,
+    _whole_answer,
+    upload_in_page,
+)
 
 from conftest import file_sha256
 
@@ -359,13 +368,7 @@ def test_the_page_takes_the_token_and_keeps_it_in_the_browser(start: Start, tmp_
         wait.until(lambda d: d.find_element(By.ID, "auth").is_displayed())
         driver.find_element(By.ID, "token").send_keys(token)  # type: ignore[attr-defined]
         driver.find_element(By.ID, "use").click()  # type: ignore[attr-defined]
-        wait.until(lambda d: [o.text for o in d.find_elements(By.CSS_SELECTOR, "#style option")] == ["randgen"])
-        chooser = driver.find_element(By.ID, "file")  # type: ignore[attr-defined]
-        driver.execute_script("arguments[0].hidden = false", chooser)  # type: ignore[attr-defined]
-        chooser.send_keys(str(photo))
-        driver.find_element(By.ID, "go").click()  # type: ignore[attr-defined]
-        wait.until(lambda d: d.execute_script("const i = document.getElementById('after');"
-                                              "return i.complete && i.naturalWidth > 0"))
+        upload_in_page(driver, wait, photo)
         assert driver.execute_script(  # type: ignore[attr-defined]
             "return [localStorage.getItem('edge-anime-token'), document.cookie]") == [token, ""]
         assert driver.find_element(By.ID, "forget").is_displayed()  # type: ignore[attr-defined]
