@@ -21,6 +21,7 @@ times its size: torch would inflate a zip bomb in memory before refusing it).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import os
@@ -230,7 +231,9 @@ def _download_once(url: str, tmp: Path, *, timeout_s: float, progress: bool, lim
             _check_announced(url, tmp, expected, limits)
             bar = tqdm(total=expected, unit="B", unit_scale=True, desc=Path(url).name, disable=not progress,
                        leave=False)
-            with open(tmp, "wb") as out, bar:
+            # Unbuffered: a buffered file flushes on close, and a disk that filled would raise ENOSPC again from
+            # there, over the clear PullError of the write that failed (exit 70 instead of 78).
+            with open(tmp, "wb", buffering=0) as out, bar:
                 received = _stream(url, response, out, limits, bar.update)
             if expected is not None and response.length:  # http.client counts down what is still owed
                 raise _Retryable(f"connection closed after {received} bytes, {response.length} more announced")
@@ -274,7 +277,12 @@ def _stream(url: str, response: http.client.HTTPResponse, out: BinaryIO, limits:
             raise PullError(f"{url}: the server sent more than {limits.max_bytes} bytes, the limit for this file "
                             f"({_limit_hint(url)}); stopped and kept nothing")
         try:
-            out.write(chunk)
+            view = memoryview(chunk)
+            while view:  # an unbuffered write may take part of the chunk (a disk about to fill)
+                written = out.write(view)
+                if not written:  # no progress: as good as a full disk, never a loop
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[written:]
         except OSError as exc:
             raise PullError(f"{out.name}: cannot write the download ({exc.strerror}) after {received} bytes; "
                             "nothing was kept: free some room or choose another --dest") from None
