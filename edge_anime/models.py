@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,6 @@ TILING_ROLES = ("gn_stats_out", "gn_stats_in")
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
-TONE_KEYS = ("enabled", "strength", "neutral")
-PALETTE_KEYS = ("enabled", "colours", "chroma")
 
 
 @dataclass(frozen=True)
@@ -244,50 +243,53 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): {repair_hint(directory)}"
         )
     _check_variants(path, data)
-    _check_tone(path, data)
-    _check_palette(path, data)
+    for name in MAPPING_RULES:
+        _check_mapping(path, data, name)
     return data
 
 
-def _check_tone(path: Path, data: dict[str, Any]) -> None:
-    """``tone:`` is optional; when present, a mapping of ``TONE_KEYS`` with the right types and ranges."""
-    tone = data.get("tone")
-    if tone is None:
-        return
-    if not isinstance(tone, dict):
-        raise ModelError(f"{path}: tone: expected a mapping like {{enabled: true, strength: 1.0, neutral: true}}, "
-                         f"got {tone!r}")
-    for key, value in tone.items():
-        if key not in TONE_KEYS:
-            raise ModelError(f"{path}: tone.{key}: unknown key; expected one of: {', '.join(TONE_KEYS)}")
-        if key in ("enabled", "neutral") and not isinstance(value, bool):
-            raise ModelError(f"{path}: tone.{key}: expected true or false, got {value!r}")
-        if key == "strength" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not 0.0 <= float(value) <= 1.0):
-            raise ModelError(f"{path}: tone.strength: expected a number from 0 to 1, got {value!r}")
+Rule = Callable[[object], str | None]  # why a manifest value is refused, or None when it is fine
 
 
-def _check_palette(path: Path, data: dict[str, Any]) -> None:
-    """``palette:`` is optional; when present, a mapping of ``PALETTE_KEYS`` with the right types and ranges."""
-    palette = data.get("palette")
-    if palette is None:
+def _flag(value: object) -> str | None:
+    return None if isinstance(value, bool) else "expected true or false"
+
+
+def _number(low: float, high: float, *, whole: bool = False) -> Rule:
+    """A number (a whole one with ``whole``) from ``low`` to ``high``; a YAML true/false is not a number."""
+    def rule(value: object) -> str | None:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int))
+                or not low <= value <= high):
+            return f"expected {'a whole number' if whole else 'a number'} from {low} to {high}"
+        return None
+    return rule
+
+
+# The style-wide mappings after inference, each key with its rule; a bad value names the file and the key.
+MAPPING_RULES: dict[str, tuple[str, dict[str, Rule]]] = {
+    "tone": ("{enabled: true, strength: 1.0, neutral: true}",
+             {"enabled": _flag, "strength": _number(0, 1), "neutral": _flag}),
+    "palette": ("{enabled: true, colours: 256, chroma: 1.0}",
+                {"enabled": _flag, "colours": _number(MIN_COLOURS, MAX_COLOURS, whole=True),
+                 "chroma": _number(MIN_CHROMA, MAX_CHROMA)}),
+}
+
+
+def _check_mapping(path: Path, data: dict[str, Any], name: str) -> None:
+    """``name:`` (tone, palette) is optional; when present, a mapping of its keys, each value by its rule."""
+    mapping = data.get(name)
+    if mapping is None:
         return
-    if not isinstance(palette, dict):
-        raise ModelError(f"{path}: palette: expected a mapping like {{enabled: true, colours: 256, chroma: 1.0}}, "
-                         f"got {palette!r}")
-    for key, value in palette.items():
-        if key not in PALETTE_KEYS:
-            raise ModelError(f"{path}: palette.{key}: unknown key; expected one of: {', '.join(PALETTE_KEYS)}")
-        if key == "enabled" and not isinstance(value, bool):
-            raise ModelError(f"{path}: palette.enabled: expected true or false, got {value!r}")
-        if key == "colours" and (isinstance(value, bool) or not isinstance(value, int)
-                                 or not MIN_COLOURS <= value <= MAX_COLOURS):
-            raise ModelError(f"{path}: palette.colours: expected a whole number from {MIN_COLOURS} to "
-                             f"{MAX_COLOURS}, got {value!r}")
-        if key == "chroma" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                or not MIN_CHROMA <= float(value) <= MAX_CHROMA):
-            raise ModelError(f"{path}: palette.chroma: expected a number from {MIN_CHROMA} to {MAX_CHROMA}, "
-                             f"got {value!r}")
+    example, rules = MAPPING_RULES[name]
+    if not isinstance(mapping, dict):
+        raise ModelError(f"{path}: {name}: expected a mapping like {example}, got {mapping!r}")
+    for key, value in mapping.items():
+        rule = rules.get(key)
+        if rule is None:
+            raise ModelError(f"{path}: {name}.{key}: unknown key; expected one of: {', '.join(rules)}")
+        problem = rule(value)
+        if problem is not None:
+            raise ModelError(f"{path}: {name}.{key}: {problem}, got {value!r}")
 
 
 def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
