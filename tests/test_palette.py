@@ -91,6 +91,8 @@ def test_a_batched_picture_keeps_its_shape_and_a_flat_one_needs_few_colours() ->
     flat = np.full((1, 48, 64, 3), (90, 140, 200), np.uint8)
     out = apply_palette(flat, 256)
     assert out.shape == flat.shape and np.array_equal(out, flat)
+    tiny = painted_photo()[:8, :12]  # fewer pixels than one row of the sample
+    assert apply_palette(tiny, 32).shape == tiny.shape
 
 
 @pytest.mark.parametrize("colours", [0, 31, 257])

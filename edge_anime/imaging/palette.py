@@ -51,7 +51,7 @@ def _sample(rgb: np.ndarray) -> Image.Image:
     spread = sample.max(axis=1).astype(np.int16) - sample.min(axis=1)
     vivid = sample[spread >= np.quantile(spread, 1.0 - SATURATED_SHARE)]
     pixels = np.concatenate([sample] + [vivid] * SATURATED_REPEAT)
-    width = 256
+    width = min(256, pixels.shape[0])  # a picture smaller than one row: one short row
     rows = pixels.shape[0] // width  # the few pixels past the last full row are left out
     return Image.fromarray(np.ascontiguousarray(pixels[: rows * width]).reshape(rows, width, 3))
 
