@@ -93,7 +93,7 @@ def product_environment() -> dict[str, str]:
     """The environment ``edge-anime`` re-executes itself with (glibc's huge-page tunable where the box
     supports it): benchmark workers that call the runtime directly get it so they time what ships."""
     sys.path.insert(0, str(REPO))
-    from edge_anime.host import huge_pages_environment
+    from edge_anime.runtime.host import huge_pages_environment
 
     return huge_pages_environment() or dict(os.environ)
 

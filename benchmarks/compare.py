@@ -1,6 +1,6 @@
 """Interleaved A/B of whole-pipeline configs on real photos: the experiments behind the defaults.
 
-Each variant runs ``edge_anime.bench.measure`` in its own process; variants alternate for ``--rounds``
+Each variant runs ``edge_anime.measure.throughput.measure`` in its own process; variants alternate for ``--rounds``
 rounds (ABC, CBA, ...) so load from other processes hits them alike, and each variant's images/s is quoted
 relative to the first variant in the same round.
 
@@ -114,8 +114,8 @@ def parse_cpus(text: str) -> set[int]:
 def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int | None,
            precision: str) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from edge_anime.bench import input_files, measure
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import input_files, measure
 
     raw: dict[str, Any] = {"model": {"path": str(model_dir / "model.xml")},
                            "device": {"cache_dir": str(RESULTS_DIR / "ovcache"), "inference_precision": precision},

@@ -125,7 +125,7 @@ def part_seams(model: Path, tmp: Path) -> list[dict[str, Any]]:
     from edge_anime import Stylizer
     from edge_anime.imaging.fullres import plan_full
     from edge_anime.imaging.tiling import plan_tiles
-    from edge_anime.twopass import TwoPass
+    from edge_anime.runtime.two_pass import TwoPass
 
     rgb = photo_at(SEAM_SIZE)
     rows: list[dict[str, Any]] = []
@@ -223,7 +223,7 @@ def warm_shapes(stylizer: Any, size: tuple[int, int]) -> tuple[float, Any]:
     and the plan, made as the pipeline makes it."""
     from edge_anime.imaging.fullres import plan_full
     from edge_anime.imaging.tiling import padded_side, plan_tiles
-    from edge_anime.twopass import TwoPass
+    from edge_anime.runtime.two_pass import TwoPass
 
     start = time.perf_counter()
     with stylizer.pipeline_for() as pipeline:  # the engines the pictures run on: separate ones were compiled
@@ -386,7 +386,7 @@ def whole_and_tiled(model: Path, tmp: Path, size: tuple[int, int] = DRIFT_SIZE,
     output)."""
     from edge_anime import Stylizer
     from edge_anime.imaging.fullres import plan_full
-    from edge_anime.twopass import TwoPass
+    from edge_anime.runtime.two_pass import TwoPass
 
     with Stylizer(config_for(model, tmp, resize="full", max_pixels=100_000_000)) as stylizer:
         runner = TwoPass(stylizer.engine)

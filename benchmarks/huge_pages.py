@@ -1,4 +1,4 @@
-"""Inference with glibc's huge-page tunable vs glibc's defaults: the figure behind ``edge_anime.host``'s re-exec.
+"""Inference with glibc's huge-page tunable vs glibc's defaults: the figure behind ``edge_anime.runtime.host``'s re-exec.
 
 Each side is a fresh process (glibc reads its tunables at start) that compiles the seeded-random IR at a
 static size with the THROUGHPUT hint, runs one untimed inference per request, then keeps every request busy

@@ -1,7 +1,7 @@
 """(d) Peak RSS of the whole pipeline at 512x512 and at 1352x1080, per hint and precision.
 
 Each case runs in its own process (``getrusage`` peak RSS is per process and never goes down), pushing real
-photos through ``edge_anime.bench.measure`` with ``image.resize: fixed`` so every inference has the size
+photos through ``edge_anime.measure.throughput.measure`` with ``image.resize: fixed`` so every inference has the size
 named. The last cases are the realistic ones: the photos at ``max_side: 512``, mixed shapes, the shape cache
 at the default and smaller sizes: every shape in use holds its own activation memory per stream, idle ones
 only their compiled graph once over ``shape_cache_mb``.
@@ -63,8 +63,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 
 def worker(model_dir: Path, overrides: dict[str, Any], photos: Path, limit: int | None) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from edge_anime.bench import input_files, measure
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import input_files, measure
 
     raw: dict[str, Any] = {"model": {"path": str(model_dir / "model.xml")},
                            "device": {"cache_dir": str(RESULTS_DIR / "ovcache")}, "output": {"quality": 92}}
@@ -93,9 +93,9 @@ def shapes_worker(count: int, photo: Path, shape_cache_mb: int | None) -> dict[s
     sys.path.insert(0, str(REPO))
     from PIL import Image
 
-    from edge_anime.bench import measure
-    from edge_anime.choice import open_engine
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import measure
+    from edge_anime.runtime.choice import open_engine
 
     device: dict[str, Any] = {"cache_dir": str(RESULTS_DIR / "ovcache"), "performance_hint": "THROUGHPUT"}
     if shape_cache_mb is not None:
@@ -132,8 +132,8 @@ def cost_worker(variant: str) -> dict[str, Any]:
     import numpy as np
 
     from edge_anime.config import DeviceSection
-    from edge_anime.engine import Engine
     from edge_anime.models import load_model_info
+    from edge_anime.runtime.engine import Engine
 
     style = load_model_info(REPO / "models" / "toon", verify=False)
     device = DeviceSection(performance_hint="THROUGHPUT", inference_precision="f32",

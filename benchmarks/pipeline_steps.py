@@ -34,8 +34,8 @@ def worker(tree: Path, model: Path, variant: str | None, photos: Path, mode: str
     import openvino as ov
 
     from edge_anime import imaging
-    from edge_anime.bench import input_files
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import input_files
 
     raw: dict[str, Any] = {"model": {"path": str(model)}, "image": CONFIGS[mode],
                            "output": {"format": "jpeg", "quality": 92},

@@ -64,8 +64,8 @@ def _config(styles: list[Path]) -> Any:
 
 
 def _photos(folder: Path, limit: int) -> list[Path]:
-    from edge_anime.bench import input_files
     from edge_anime.config import WatchSection
+    from edge_anime.measure.throughput import input_files
 
     return input_files(folder, WatchSection())[:limit]
 
@@ -132,7 +132,7 @@ def worker(case: str, photos: Path, limit: int, out: Path) -> dict[str, Any]:
                 t.join()
             return {"images_per_s": len(files) / (time.perf_counter() - start)}
     if case == "bench":
-        from edge_anime.bench import measure
+        from edge_anime.measure.throughput import measure
 
         report = measure(_config(styles[:1]), files, repeat=1, warmup=1)
         return {"images_per_s": report["images_per_s"]}

@@ -48,8 +48,8 @@ def bench(config: Path, photos: Path, *, max_side: int, repeat: int) -> dict[str
 def start_seconds(config: Path, max_side: int) -> tuple[float, dict[str, Any]]:
     """Wall time of a fresh process from exec to a compiled engine (open_engine), and its choice."""
     code = ("import json, sys, time; t = time.perf_counter()\n"
-            "from edge_anime.bench import with_overrides\n"
-            "from edge_anime.choice import open_engine\n"
+            "from edge_anime.measure.throughput import with_overrides\n"
+            "from edge_anime.runtime.choice import open_engine\n"
             "from edge_anime.config import load_config\n"
             f"config = with_overrides(load_config(sys.argv[1]), max_side={max_side})\n"
             "_, engine = open_engine(config)\n"

@@ -80,8 +80,8 @@ def int8_xml(folder: Path) -> Path:
 def worker(model_dir: Path, precision: str, photos: Path, limit: int | None, images: int,
            variant: str | None) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from edge_anime.bench import input_files, measure
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import input_files, measure
 
     model: dict[str, Any] = {"path": str(model_dir)} if variant else {"path": str(model_dir / "model.xml")}
     if variant:

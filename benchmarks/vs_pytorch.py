@@ -3,7 +3,7 @@
 The PyTorch side is the published CPU tuning write-up's final setup: the model loaded once as TorchScript
 (a trace of ``edge_anime_converters.generator``), ``torch.set_num_threads(2)``, ``set_num_interop_threads(1)``, its
 preprocessing (PIL convert + BILINEAR resize + ``from_numpy().permute().float()`` and the [-1, 1] scaling),
-one photo after another, JPEG out at the same quality. Our side is ``edge_anime.bench.measure`` (decode,
+one photo after another, JPEG out at the same quality. Our side is ``edge_anime.measure.throughput.measure`` (decode,
 resize, infer, encode, atomic write). Same photos, same 512 long side, same weights (seeded-random).
 
 Each side runs in its own process (so neither's thread pools or memory touch the other), the two
@@ -11,7 +11,7 @@ alternate for ``--rounds`` rounds, and the ratio is taken per round: load from o
 box hits both alike. Each side gets one untimed warm-up pass (shapes compiled, TorchScript profiled).
 
 Environments: our side runs as ``edge-anime`` runs, with glibc's huge-page tunable where the box supports
-it (``edge_anime.host.huge_pages_environment``); the f32 row is repeated without it, so its share shows.
+it (``edge_anime.runtime.host.huge_pages_environment``); the f32 row is repeated without it, so its share shows.
 PyTorch runs as the write-up ran it (glibc defaults) unless ``--torch-huge-pages`` gives it the same.
 
     python benchmarks/vs_pytorch.py [--rounds 2] [--photos DIR] [--int8 MODEL_DIR] [--limit N] [--busy 1]
@@ -105,8 +105,8 @@ def torch_worker(files: list[Path]) -> dict[str, Any]:
 
 def ov_worker(files: list[Path], model_dir: Path, precision: str) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from edge_anime.bench import measure
     from edge_anime.config import parse_config
+    from edge_anime.measure.throughput import measure
 
     raw = {"model": {"path": str(model_dir / "model.xml")},
            "device": {"inference_precision": precision, "cache_dir": str(RESULTS_DIR / "ovcache")},

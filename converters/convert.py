@@ -6,7 +6,7 @@ verification passed, so a failed conversion leaves no half folder and an older g
 Converting the same checkpoint into an existing style folder at another precision adds a variant to that
 style (``variants:`` in its manifest, files ``model_<precision>.*``) instead of replacing it: the style is
 the weights, and its FP16 and INT8 IRs are two ways to run them, measured and chosen on the box
-(``edge_anime.choice``). A different checkpoint under the same name replaces the folder, as before: variants
+(``edge_anime.runtime.choice``). A different checkpoint under the same name replaces the folder, as before: variants
 of other weights would be another style under one name.
 """
 from __future__ import annotations

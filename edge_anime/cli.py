@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import EXIT_INTERNAL, InputError, TransientError, UserError
-from .host import huge_pages_environment, skip_model_converter
+from .runtime.host import huge_pages_environment, skip_model_converter
 from .service.signals import hold
 
 # command -> (module, add-arguments function, run function, one-line help). Modules are imported only to

@@ -102,7 +102,7 @@ class ModelSection(_Section):
     # More styles served beside model.path (the default), spelled like it; compiled on first use.
     styles: list[str] = Field(default_factory=list)
     dirs: list[PathField] = Field(default_factory=lambda: [default_locations().models])
-    # auto: the fastest verified IR of the style, measured on this box (edge_anime.choice); else its name.
+    # auto: the fastest verified IR of the style, measured on this box (edge_anime.runtime.choice); else its name.
     # Whether the style has that variant is checked where the model is resolved (the config cannot know).
     variant: str = "auto"
 

@@ -9,6 +9,7 @@ filesystem but not with the temp prefix; a manifest ``style`` of ``../../x`` tha
 - ``fit``: shorten a name to a byte budget, keeping the extension and a hash of what was cut (so two long
   names that share a prefix stay apart).
 - ``suffixed`` / ``first_free``: ``a.jpg``, ``a-1.jpg``, ``a-2.jpg``... each candidate fitted to the budget.
+- ``output_extension``: ``mp4`` for a clip, else what ``output.format`` says for a photo.
 - ``child``: the one place a formatted name becomes a path; refuses anything but one component.
 """
 from __future__ import annotations
@@ -18,7 +19,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .config import Config
 from .fsutil import TEMP_OVERHEAD_BYTES
+from .imaging.encoder import image_extension
+from .video import OUTPUT_EXTENSION as CLIP_EXTENSION
+from .video import is_clip
 
 NAME_MAX_BYTES = 255          # Linux NAME_MAX on every filesystem we write to (ext4, xfs, btrfs, tmpfs, nfs)
 MAX_SUFFIX = 10_000           # clashes tried before giving up on a name
@@ -26,6 +31,11 @@ HASH_CHARS = 8                # hex digits of the cut part's sha1 kept in a shor
 SHORTENED_MARK = "~"          # between the kept prefix and the hash: "very-long-na~1a2b3c4d.jpg"
 # A file written through fsutil.write_atomic has a longer hidden temp name first: its name must leave room.
 OUTPUT_MAX_BYTES = NAME_MAX_BYTES - TEMP_OVERHEAD_BYTES
+
+
+def output_extension(config: Config, src: Path) -> str:
+    """The extension of ``src``'s output: ``mp4`` for a clip, else what ``output.format`` says for a photo."""
+    return CLIP_EXTENSION if is_clip(src.name, config.video) else image_extension(config.output, src)
 
 
 class UnsafeNameError(ValueError):

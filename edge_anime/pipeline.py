@@ -37,16 +37,16 @@ from PIL import Image
 
 from . import imaging
 from .config import Config
-from .engine import Engine
 from .errors import TransientError
 from .fsutil import write_atomic
-from .host import usable_cores
 from .imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
 from .imaging.encoder import FORMAT_BY_EXT
 from .imaging.palette import apply_palette
 from .imaging.tone import restore_tone
 from .inputs import read_regular
 from .models import ModelInfo, PaletteSpec, ToneSpec
+from .runtime.engine import Engine
+from .runtime.host import usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class Pipeline:
         self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
         self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
-            from .twopass import TwoPass
+            from .runtime.two_pass import TwoPass
 
             self._twopass = TwoPass(engine)
             self._twopass.prepare()
@@ -299,7 +299,7 @@ class Pipeline:
             raise
 
     def _run_full(self, work: _Work) -> None:
-        """A ``resize: full`` picture: whole or in tiles (``twopass``), in this decode thread, then encoded."""
+        """A ``resize: full`` picture: whole or in tiles (``two_pass``), in this decode thread, then encoded."""
         start = time.perf_counter()
         work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots)
         work.timings["infer"] = time.perf_counter() - start

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING
 from PIL import Image
 
 from .config import Config, load_config
-from .engine import Engine
 from .errors import InputError, ModelError, UserError
 from .models import ModelInfo, resolve_model
 from .naming import UnsafeNameError, check_style
 from .pipeline import Job, JobResult, Pipeline
+from .runtime.engine import Engine
 
 if TYPE_CHECKING:
     from .video.job import ClipResult
@@ -362,7 +362,7 @@ class Stylizer:
 
     def _open(self, name: str, engine: tuple[ModelInfo, Engine] | None) -> _Compiled:
         if engine is None:
-            from .choice import open_engine  # OpenVINO is imported here, not when edge_anime is
+            from .runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
 
             model_config = self.config.model.model_copy(update={"path": self._specs[name]})
             engine = open_engine(self.config.model_copy(update={"model": model_config}))

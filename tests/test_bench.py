@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from edge_anime.bench import percentile
+from edge_anime.measure.throughput import percentile
 from edge_anime.pipeline import STAGES
 
 CLI_TIMEOUT_S = 300  # seconds; a loaded 2-core box, never reached when things work
@@ -55,10 +55,10 @@ def test_timed_pass_keeps_the_input_format_with_format_same(write_config: Callab
                                                            make_photo: Callable[..., Path],
                                                            tmp_path: Path) -> None:
     """bench writes what `run` would: with ``output.format: same`` a PNG input gives a PNG output."""
-    from edge_anime.bench import timed_pass
     from edge_anime.config import load_config
-    from edge_anime.engine import Engine
+    from edge_anime.measure.throughput import timed_pass
     from edge_anime.models import resolve_model
+    from edge_anime.runtime.engine import Engine
 
     config = load_config(write_config({"image": {"max_side": 64}, "output": {"format": "same"}}))
     engine = Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)

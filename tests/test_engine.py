@@ -15,9 +15,9 @@ import pytest
 
 from conftest import REPO_ROOT
 from edge_anime.config import DeviceSection
-from edge_anime.engine import IDLE_SHAPE_MB, Engine, compile_properties
 from edge_anime.errors import ConfigError
 from edge_anime.models import ModelInfo, load_model_info
+from edge_anime.runtime.engine import IDLE_SHAPE_MB, Engine, compile_properties
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_explicit_streams_threads_pinning_precision_are_applied(model: ModelInfo
     device = _device(tmp_path, performance_hint="THROUGHPUT", num_streams=2, inference_num_threads=2,
                      enable_cpu_pinning=False, inference_precision="f32", num_requests=3,
                      execution_mode="ACCURACY")
-    with caplog.at_level(logging.INFO, logger="edge_anime.engine"):
+    with caplog.at_level(logging.INFO, logger="edge_anime.runtime.engine"):
         engine = Engine(model, device)
     eff = engine.effective
     assert eff["NUM_STREAMS"] == 2
@@ -121,7 +121,7 @@ def test_infer_refuses_sizes_off_the_multiple(model: ModelInfo, tmp_path: Path) 
 def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     # PERFORMANCE_HINT_NUM_REQUESTS reads back as given; a request the CPU cannot honour shows up in ignored().
-    with caplog.at_level(logging.WARNING, logger="edge_anime.engine"):
+    with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.engine"):
         engine = Engine(model, _device(tmp_path, num_requests=2, enable_hyper_threading=True))
     smt = engine.effective["ENABLE_HYPER_THREADING"]
     notes = engine.ignored()
@@ -171,7 +171,7 @@ _SHAPES_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import numpy as np
     from edge_anime.config import DeviceSection
-    from edge_anime.engine import Engine
+    from edge_anime.runtime.engine import Engine
     from edge_anime.models import load_model_info
 
     def status_mb(field):
@@ -219,7 +219,7 @@ def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, t
     import threading
     import time
 
-    from edge_anime.engine import cache_lock
+    from edge_anime.runtime.engine import cache_lock
 
     device = _device(tmp_path, shape_cache_size=4)
     engine = Engine(model, device)
@@ -243,7 +243,7 @@ def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, t
 def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, tmp_path: Path) -> None:
     import threading
 
-    from edge_anime.engine import cache_lock
+    from edge_anime.runtime.engine import cache_lock
 
     device = _device(tmp_path, shape_cache_size=4)
     engine = Engine(model, device)
@@ -276,7 +276,7 @@ def test_a_warm_start_reads_the_plugins_choice_instead_of_compiling_a_probe(mode
                                   inference_precision="f32"))
     assert other.compiles == 1 and other.effective["NUM_STREAMS"] == 1  # other properties: asked again
     files[0].write_text("{not json", encoding="utf-8")
-    with caplog.at_level(logging.WARNING, logger="edge_anime.readback"):
+    with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.readback"):
         damaged = Engine(model, device)
     assert damaged.compiles == 1 and damaged.effective == first.effective
     assert str(files[0]) in caplog.text and "asking the plugin again" in caplog.text

@@ -141,8 +141,8 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
     """Where both fit: the tiled picture is the whole-picture one (PSNR high), and tiles normalised each on
     its own (the naive tiling) are clearly worse."""
     from edge_anime import Stylizer
-    from edge_anime.host import usable_cores
-    from edge_anime.twopass import LATENCY_MAX_CORES, TwoPass
+    from edge_anime.runtime.host import usable_cores
+    from edge_anime.runtime.two_pass import LATENCY_MAX_CORES, TwoPass
 
     photo = synthetic_photo(320, 240, seed=3)
     with Stylizer(full_config("whole.yaml")) as stylizer:
@@ -267,7 +267,7 @@ def test_the_whole_picture_and_pass_2_take_every_core_on_a_small_box_only() -> N
     """One stream over every core on up to LATENCY_MAX_CORES (measured even in a burst on 2 cores); on a
     bigger box the configured settings stay (one stream ran 0.67-0.71x of 4-16 on 16 cores)."""
     from edge_anime.config import DeviceSection
-    from edge_anime.twopass import LATENCY_MAX_CORES, picture_device
+    from edge_anime.runtime.two_pass import LATENCY_MAX_CORES, picture_device
 
     configured = DeviceSection(performance_hint="THROUGHPUT", num_streams=4)
     small = picture_device(configured, cores=2)

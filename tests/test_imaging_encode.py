@@ -1,4 +1,4 @@
-"""imaging.finish/encode/output_extension: alpha back, upscale, formats, quality, EXIF/GPS/ICC."""
+"""imaging.finish/encode/image_extension: alpha back, upscale, formats, quality, EXIF/GPS/ICC."""
 from __future__ import annotations
 
 import io
@@ -12,7 +12,7 @@ from PIL import Image, ImageCms
 from conftest import synthetic_photo
 from edge_anime.config import ImageSection, OutputSection
 from edge_anime.errors import InputError
-from edge_anime.imaging import Decoded, decode, encode, finish, output_extension, plan
+from edge_anime.imaging import Decoded, decode, encode, finish, image_extension, plan
 
 GPS_IFD = 0x8825
 ORIENTATION = 0x0112
@@ -40,7 +40,7 @@ def _photo_with_metadata(path: Path) -> bytes:
     ("jpeg", "a.png", "jpg"), ("png", "a.jpg", "png"), ("webp", "a.jpg", "webp"), ("same", "a.PNG", "png"),
     ("same", "a.jpeg", "jpg"), ("same", "a.webp", "webp"), ("same", "a.tif", "jpg"), ("same", "a.bmp", "jpg")])
 def test_output_extension(fmt: str, src: str, ext: str) -> None:
-    assert output_extension(OutputSection(format=fmt), Path(src)) == ext
+    assert image_extension(OutputSection(format=fmt), Path(src)) == ext
 
 
 @pytest.mark.parametrize("ext", ["jpg", "png", "webp"])

@@ -16,7 +16,8 @@ from conftest import REPO_ROOT, synthetic_photo
 from edge_anime.config import ImageSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import decode, estimate_inference_mb, plan
-from edge_anime.imaging.geometry import fit_budget, round_to_multiple, target_size
+from edge_anime.imaging.geometry import fit_budget, round_to_multiple
+from edge_anime.imaging.target import target_size
 
 
 def _planned(path: Path, model_multiple: int = 8, **image: object) -> tuple[int, int]:

@@ -13,10 +13,10 @@ import pytest
 from PIL import Image
 
 from edge_anime.config import Config, load_config
-from edge_anime.engine import Engine
 from edge_anime.errors import InputError, TransientError
 from edge_anime.models import resolve_model
 from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, run_jobs, stage_threads
+from edge_anime.runtime.engine import Engine
 
 DEADLINE_S = 60.0  # seconds; generous for a loaded 2-core box, never reached when things work
 

@@ -52,7 +52,7 @@ def _style_with_int8(random_ir: Path, tmp_path: Path, *, psnr_vs_fp32: float | N
 
 def test_a_variant_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_path: Path,
                                                         write_config: Callable[..., Path]) -> None:
-    from edge_anime.tune import axes
+    from edge_anime.measure.sweep import axes
 
     config = load_config(write_config())
     low = load_model_info(_style_with_int8(random_ir, tmp_path / "low", psnr_vs_fp32=30.1))
@@ -66,7 +66,7 @@ def test_a_variant_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_pat
 
 def test_the_variant_table_shows_every_variant_from_the_probes_measurement(
         random_ir: Path, tmp_path: Path, write_config: Callable[..., Path]) -> None:
-    from edge_anime.tune import variant_figures, variant_table
+    from edge_anime.measure.sweep import variant_figures, variant_table
 
     config = load_config(write_config({"image": {"max_side": 48}, "device": {"performance_hint": "LATENCY"}}))
     style = load_model_info(_style_with_int8(random_ir, tmp_path, psnr_vs_fp32=30.1))

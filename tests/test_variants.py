@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from edge_anime.choice import DECISION_PREFIX, choose, open_engine
 from edge_anime.config import load_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
 from edge_anime.models import load_model_info, resolve_model
+from edge_anime.runtime.choice import DECISION_PREFIX, choose, open_engine
 
 PROBE_S = 0.2  # seconds per candidate: enough to rank nothing, enough to exercise every step
 CLI_TIMEOUT_S = 300
@@ -149,7 +149,7 @@ def test_a_damaged_decision_is_ignored_and_measured_again(two_variants: Path, tm
     choose(config, style, seconds=PROBE_S)
     [saved] = _decisions(path)
     saved.write_text('{"format": 1, "key": ', encoding="utf-8")  # a torn write from some other tool
-    with caplog.at_level(logging.WARNING, logger="edge_anime.choice"):
+    with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.choice"):
         redone = choose(config, style, seconds=PROBE_S)
     assert redone.how == "measured" and "is damaged" in caplog.text
     assert json.loads(saved.read_text(encoding="utf-8"))["choice"]["variant"] == redone.variant
@@ -167,7 +167,7 @@ def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: P
     (style_dir / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
     config = load_config(_config(write_config, style_dir))
     style = resolve_model(config.model.path, search_dirs=[])
-    with caplog.at_level(logging.WARNING, logger="edge_anime.choice"):
+    with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.choice"):
         chosen = choose(config, style, seconds=PROBE_S)
         choose(config.model_copy(update={"image": config.image.model_copy(update={"max_side": 96})}), style,
                seconds=PROBE_S)
@@ -224,7 +224,7 @@ def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path:
 
 
 def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Callable[..., Path]) -> None:
-    from edge_anime.choice import probe_shape
+    from edge_anime.runtime.choice import probe_shape
 
     image = load_config(write_config({"image": {"max_side": 512}})).image
     assert probe_shape(image, multiple=4) == (384, 512)  # a 4:3 landscape photo at max_side
@@ -235,7 +235,7 @@ def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Ca
 
 
 def test_a_precisions_loss_counts_against_the_floor() -> None:
-    from edge_anime.choice import combined_db
+    from edge_anime.runtime.choice import combined_db
 
     assert combined_db(40.0) == pytest.approx(40.0)
     assert combined_db(35.0, 46.0) == pytest.approx(34.67, abs=0.01)  # INT8 at the floor, then bf16: under it

@@ -180,7 +180,7 @@ def test_oversized_clips_are_refused_from_the_header(write_config: Callable[...,
     src = make_clip(tmp_path / "long.mp4", seconds=1.0, audio=None)
     (tmp_path / "out").mkdir()
     result = stylize(write_config(override), src, tmp_path / "out" / "long_randgen.mp4")
-    assert isinstance(result.error, InputError) and result.error.stage == "probe"
+    assert isinstance(result.error, InputError) and result.error.stage == "header"
     assert key in str(result.error) and str(src) in str(result.error)
     assert list((tmp_path / "out").iterdir()) == []
 

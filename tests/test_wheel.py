@@ -92,7 +92,7 @@ def test_version_comes_from_the_installed_metadata(installed: Installed, empty: 
 
 
 def test_the_package_comes_from_site_packages_and_needs_no_torch(installed: Installed, empty: Path) -> None:
-    probe = ("import importlib.util, sys, edge_anime, edge_anime.cli, edge_anime.engine\n"
+    probe = ("import importlib.util, sys, edge_anime, edge_anime.cli, edge_anime.runtime.engine\n"
              "print(edge_anime.__file__)\n"
              "print(importlib.util.find_spec('torch') is None, importlib.util.find_spec('converters') is None)\n"
              "print('\\n'.join(sys.path))\n")

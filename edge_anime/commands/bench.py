@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from ..bench import format_report, input_files, measure, with_overrides
     from ..config import load_config
+    from ..measure.throughput import format_report, input_files, measure, with_overrides
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     config = with_overrides(load_config(args.config), model=args.style, max_side=args.max_side,

@@ -101,9 +101,9 @@ def check_token_file(path: Path | None, *, unreadable: Callable[[str], None]) ->
 
 def _variant_line(config: Config) -> str:
     """What a start would run (pinned, only, or the cached measurement), without measuring anything."""
-    from ..choice import cached_choice
     from ..errors import EdgeAnimeError
     from ..models import resolve_model
+    from ..runtime.choice import cached_choice
 
     try:
         style = resolve_model(config.model.path, search_dirs=list(config.model.dirs), verify=False)

@@ -18,8 +18,6 @@ def run(args: argparse.Namespace) -> int:
     from ..service.signals import Flags
 
     flags = Flags().install()  # first: a SIGTERM held since launch is delivered now, to a handler
-    from ..service.runner import (
-        Service,  # imports openvino only when serving, not for --help
-    )
+    from ..service.runner import WatchService
 
-    return Service(args.config, flags=flags).run()
+    return WatchService(args.config, flags=flags).run()

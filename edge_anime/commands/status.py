@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.status import is_alive, read_status
+    from ..service.status_file import is_alive, read_status
 
     config = load_config(args.config)
     path = config.status_file()
@@ -52,7 +52,7 @@ def _mb(value: Any) -> str:
 def describe(data: dict[str, Any], *, path: Path, alive: bool, now: float | None = None) -> str:
     """The status file for people. Every field may be missing or of the wrong type (a damaged or
     hand-edited file): it is shown as '?', never a crash."""
-    from ..service.status import number
+    from ..service.status_file import number
 
     now = time.time() if now is None else now
     raw_counts = data.get("counts")

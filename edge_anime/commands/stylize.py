@@ -103,15 +103,13 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
 
     The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
     """
-    from ..video import output_extension  # .mp4 for a clip
-
     folder = out_dir / source.subdir
 
     def free(name: str) -> bool:
         return folder / name not in taken and not os.path.lexists(folder / name)
 
     name = naming.free_output_name(config.output.name_template, source_name=source.path.name, style=style,
-                                   ext=output_extension(config, source.path), is_free=free)
+                                   ext=naming.output_extension(config, source.path), is_free=free)
     path = naming.child(folder, name)
     taken.add(path)
     return path

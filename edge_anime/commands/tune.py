@@ -32,12 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench import input_files, with_overrides
-    from ..choice import probe_shape
     from ..config import load_config
     from ..errors import UserError
+    from ..measure.sweep import chart, sweep, table, variant_figures, variant_table, winner, write_config
+    from ..measure.throughput import input_files, with_overrides
     from ..models import resolve_model
-    from ..tune import chart, sweep, table, variant_figures, variant_table, winner, write_config
+    from ..runtime.choice import probe_shape
 
     if args.images < 1:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")

@@ -53,7 +53,7 @@ FORMATS = {"jpeg": ("JPEG", "image/jpeg"), "png": ("PNG", "image/png"), "webp": 
 REQUEST_BUCKETS_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
-class Service:
+class HttpState:
     """What the routes share: the Stylizer (built in the background at start), the queue count, the bodies'
     budget, the connections' guard, metrics."""
 
@@ -240,7 +240,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     ``on_failure`` with the reason when it cannot be (the CLI stops then). ``stylizer``: one its owner built
     and closes (the watch folder's, shared); else the app builds its own at start-up and closes it at
     shutdown. ``app.state.service.guard`` is what ``server.make_server`` gives the connections."""
-    service = Service(config, registry=registry, on_ready=on_ready, on_failure=on_failure, stylizer=stylizer)
+    service = HttpState(config, registry=registry, on_ready=on_ready, on_failure=on_failure, stylizer=stylizer)
 
     async def stylize(request: Request) -> Response:
         service.authorize(request)  # before a byte of the body is read: no token, no memory
@@ -339,7 +339,7 @@ async def _receive(request: Request, config: Config, limit_bytes: int) -> bytes:
                         f"({config.http.request_timeout_seconds:g} s)") from None
 
 
-async def _work(service: Service, stylizer: Stylizer, config: Config, data: bytes, style: str,
+async def _work(service: HttpState, stylizer: Stylizer, config: Config, data: bytes, style: str,
                 reservation: Reservation) -> tuple[Image.Image, dict[str, float]]:
     """The picture and its timings, from a worker thread; 504 past the timeout, the picture still finished in
     the background (its queue slot and its body's share freed then: the engine and the memory are busy until
@@ -389,4 +389,4 @@ async def _not_allowed(request: Request, _exc: Exception) -> Response:
                         status_code=405)
 
 
-__all__ = ["HttpError", "Service", "create_app"]
+__all__ = ["HttpError", "HttpState", "create_app"]

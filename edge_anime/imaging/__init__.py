@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .decoded import Decoded
 from .decoder import decode
-from .encoder import encode, finish, output_extension
+from .encoder import encode, finish, image_extension
 from .geometry import estimate_inference_mb
 from .planner import plan
 
-__all__ = ["Decoded", "decode", "encode", "estimate_inference_mb", "finish", "output_extension", "plan"]
+__all__ = ["Decoded", "decode", "encode", "estimate_inference_mb", "finish", "image_extension", "plan"]

@@ -37,8 +37,9 @@ from ..fsutil import TRANSIENT_ERRNOS
 from ..inputs import read_regular
 from . import turbo
 from .decoded import Decoded
-from .geometry import oriented_size, target_size
+from .geometry import oriented_size
 from .modes import icc_is_rgb, to_rgb_alpha
+from .target import target_size
 
 # Formats tried by Image.open. A short list on purpose: Pillow can open EPS (runs Ghostscript), PSD, ICO and
 # dozens more, none of which a photo box needs, and each one is attack surface. Phone JPEGs that are

@@ -47,7 +47,7 @@ def _luma_table(quality: int) -> list[int]:
     return list(tables[0])
 
 
-def output_extension(cfg: OutputSection, src: Path) -> str:
+def image_extension(cfg: OutputSection, src: Path) -> str:
     """The output's extension: the configured format, or with ``same`` the input's when it is one of ours."""
     if cfg.format == "same":
         ext = FORMAT_BY_EXT.get(src.suffix.lower().lstrip("."))

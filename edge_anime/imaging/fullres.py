@@ -3,7 +3,7 @@
 Memory of one full-resolution picture, all of it counted against the budget (per picture, as elsewhere):
 - the canvases, ``CANVAS_BYTES_PER_PIXEL`` per output pixel: the decoded RGB (3), the stylized RGB (3) and
   Pillow's RGBX copy when it encodes (4); the last only after the tiles, whose activation memory
-  ``twopass`` releases first, so the tile phase counts 6 bytes per pixel and the encode phase 10;
+  ``two_pass`` releases first, so the tile phase counts 6 bytes per pixel and the encode phase 10;
 - the blend accumulator, one tile row high (``tiling.Blender``): 16 bytes per pixel of that strip;
 - the activations of the tiles in flight: ``requests`` x ``estimate_inference_mb(tile, tile)``, where
   ``requests`` is pass 2's streams (``TwoPass.streams``, one at the LATENCY hint): a stream holds one
@@ -82,7 +82,7 @@ def padded(size: tuple[int, int]) -> tuple[int, int]:
 def tiled_mb(size: tuple[int, int], tile: int, requests: int) -> float:
     """Estimated peak of a tiled run of ``size`` with ``tile`` x ``tile`` tiles, ``requests`` at once: the
     larger of the tile phase (input and output canvases, the strip, the tiles' activations) and the encode
-    phase (all the canvases; ``twopass`` gives the tiles' activation memory back before it)."""
+    phase (all the canvases; ``two_pass`` gives the tiles' activation memory back before it)."""
     strip = ACCUMULATOR_BYTES_PER_PIXEL * min(tile, size[1]) * padded(size)[0] / MIB
     tiles = requests * PASS2_ACTIVATION_FACTOR * estimate_inference_mb(min(tile, size[0]), min(tile, size[1]))
     return max(TILE_PHASE_CANVAS_BYTES * size[0] * size[1] / MIB + strip + tiles, canvas_mb(size))

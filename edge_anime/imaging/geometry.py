@@ -87,22 +87,3 @@ def fit_budget(size: tuple[int, int], budget_mb: int, *, multiple: int) -> tuple
     scale = math.sqrt(max_pixels / (width * height))
     fitted = floor_to_multiple(width * scale, multiple), floor_to_multiple(height * scale, multiple)
     return fitted if estimate_inference_mb(*fitted) <= budget_mb else None
-
-
-def target_size(size: tuple[int, int], cfg: ImageSection, *, multiple: int) -> tuple[int, int] | None:
-    """The size inference will run at: resize policy, then the memory guard when it downscales.
-
-    None when the image is over budget and nothing can or may be done (``over_budget: refuse``, or a
-    budget too small for any size); the caller turns that into an ``InputError`` naming the file.
-    """
-    if cfg.resize == "full":  # its own memory model (imaging.fullres): tiles, not a downscale, when large
-        from .fullres import plan_full
-
-        full = plan_full(size, cfg)
-        return None if full is None else full.size
-    wanted = policy_size(size, cfg, multiple=multiple)
-    if estimate_inference_mb(*wanted) <= cfg.memory_budget_mb:
-        return wanted
-    if cfg.over_budget == "refuse":
-        return None
-    return fit_budget(wanted, cfg.memory_budget_mb, multiple=multiple)

@@ -19,7 +19,8 @@ from ..config import ImageSection
 from ..errors import InputError
 from .decoded import Decoded
 from .fullres import canvas_mb, plan_full
-from .geometry import MIN_SIDE_PX, crop_box_center_square, estimate_inference_mb, policy_size, target_size
+from .geometry import MIN_SIDE_PX, crop_box_center_square, estimate_inference_mb, policy_size
+from .target import target_size
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from ..watch.core import Pause, RoomWait
 from ..watch.handler import Outcome, Verdict
 from .logs import FIELDS_ATTR, log_name
 from .metrics import Metrics
-from .status import Counts
+from .status_file import Counts
 
 log = logging.getLogger("edge_anime.service")
 

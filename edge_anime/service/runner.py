@@ -38,7 +38,7 @@ from .accounting import Accounting
 from .logs import setup_logging
 from .notify import Notifier
 from .signals import Flags
-from .status import Status, write_status
+from .status_file import Status, write_status
 
 log = logging.getLogger("edge_anime.service")
 
@@ -51,7 +51,7 @@ ROOM_SAFETY = 1.25               # a clip's room estimate times this: the encode
 ROOM_MARGIN_BYTES = 1 << 20      # plus this: the container's index, the status file, a photo meanwhile
 
 
-class Service:
+class WatchService:
     """The watch-folder service; ``run()`` returns the exit status."""
 
     def __init__(self, config_path: Path | None, *, notifier: Notifier | None = None,
@@ -64,7 +64,7 @@ class Service:
         self._next_watchdog = 0.0
         self._next_orphans = 0.0
         self._status_error = ""
-        self.http: Any = None  # (ServerThread, the app's Service) with http.enabled
+        self.http: Any = None  # (ServerThread, the app's HttpState) with http.enabled
         self.held: set[str] = set()  # styles a reload stopped serving: their inbox folders are left alone
         # The clip in work, by claim token: free bytes in its outbox at its start, and the latest (frames done,
         # frames total, bytes written) of its temp file, sampled with the status file: the encoder's rate.
@@ -199,7 +199,7 @@ class Service:
     def _new_clips(self) -> Any:
         """Clips (video.extensions) run one at a time beside the photos, on their style's pipeline of the
         shell's current Stylizer."""
-        from ..video.clips import ClipRunner
+        from .clips import ClipRunner
 
         return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self._clip_done)
 

@@ -4,11 +4,11 @@ A clip is a file whose extension is in ``video.extensions``. It is read with PyA
 ``video`` extra), each frame planned by ``imaging.plan`` (so one clip is one static shape) and submitted to
 the very ``Pipeline`` the photos use, then encoded in order to a hidden temp ``.mp4`` beside the output and
 renamed into place when complete. The modules, one job each:
-  ``probe``     the container's header: size, rate, frames, duration; the limits refuse from it;
+  ``header``    the container's header: size, rate, frames, duration; the limits refuse from it;
   ``writer``    the output file: H.264 picture, audio copied or re-encoded to AAC, temp + rename;
   ``stability`` the static-region blend that tames flicker, and the flicker figure itself;
   ``job``       one clip: a reader thread ahead, the pipeline in the middle, a writer thread behind;
-  ``clips``     the watch folder's side: clips one at a time beside the photos, progress, stop.
+  (the watch folder's side, clips one at a time beside the photos, is ``service.clips``)
 
 This module imports nothing heavy: the watch folder asks ``is_clip`` about every name.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ..config import Config, VideoSection
+from ..config import VideoSection
 from ..errors import InputError
 
 OUTPUT_EXTENSION = "mp4"
@@ -29,14 +29,6 @@ def is_clip(name: str | Path, cfg: VideoSection) -> bool:
     text = str(name)
     return "." in text and text.rpartition(".")[2].lower() in cfg.extensions
 
-
-def output_extension(config: Config, src: Path) -> str:
-    """The extension of ``src``'s output: ``mp4`` for a clip, else what ``output.format`` says for a photo."""
-    if is_clip(src.name, config.video):
-        return OUTPUT_EXTENSION
-    from ..imaging import output_extension as image_extension
-
-    return image_extension(config.output, src)
 
 
 def require_av(path: Path) -> ModuleType:

@@ -36,10 +36,11 @@ from ..config import Config
 from ..errors import InputError, TransientError
 from ..imaging.decoded import Decoded
 from ..imaging.decoder import DRAFT_REDUCING_GAP
-from ..imaging.geometry import MIN_SIDE_PX, target_size
+from ..imaging.geometry import MIN_SIDE_PX
+from ..imaging.target import target_size
 from ..imaging.tone import ToneTrack
 from ..pipeline import Job, JobResult, Pipeline
-from .probe import ClipInfo, check_limits, open_input, read_info
+from .header import ClipInfo, check_limits, open_input, read_info
 from .stability import Flicker, Smoother, static_weight
 from .writer import ClipWriter
 
@@ -256,7 +257,7 @@ def _read_all(clip: _Clip, container: Any) -> None:
 
 
 def _check_frame(clip: _Clip, frame: Any, index: int, stream: Any) -> None:
-    """The header's limits, counted on what is decoded (``probe`` says why): the frame count, the frame's own
+    """The header's limits, counted on what is decoded (``header`` says why): the frame count, the frame's own
     size and its time. InputError naming the limit, before this frame costs anything more."""
     cfg = clip.config
     if index >= cfg.video.max_frames:

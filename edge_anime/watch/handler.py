@@ -25,14 +25,7 @@ from .. import naming
 from ..config import Config
 from ..fsutil import write_atomic
 from ..inputs import InputFilter
-from .claim import (
-    Claim,
-    WorkerDir,
-    release_name,
-    remove_stale_temps,
-    reserve_name,
-    save_record,
-)
+from .claim import Claim, WorkerDir, release_name, remove_stale_temps, reserve_name, save_record
 from .folders import Folders, move_noreplace, rename_noreplace
 from .journal import ProcessedList
 
@@ -135,8 +128,6 @@ class Handler:
 
     def _reserve_output(self, claim: Claim) -> None:
         """Pick the first free output name and reserve it; checked after reserving, so no race wins."""
-        from ..video import output_extension  # a clip's output is .mp4, a photo's what output.format says
-
         head, name = _split(claim.rel)
         folder = self.folders.outbox / head if head else self.folders.outbox
 
@@ -151,7 +142,7 @@ class Handler:
             return True
 
         out_name = naming.free_output_name(self.config.output.name_template, source_name=name, style=claim.style,
-                                           ext=output_extension(self.config, Path(name)), is_free=take)
+                                           ext=naming.output_extension(self.config, Path(name)), is_free=take)
         folder.mkdir(parents=True, exist_ok=True)
         claim.dst = naming.child(folder, out_name)
 

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
+from ..config import DeviceSection
+from ..errors import ConfigError, ModelError
+from ..models import ModelInfo
 from . import readback
-from .config import DeviceSection
-from .errors import ConfigError, ModelError
 from .host import box_key, huge_pages_on
-from .models import ModelInfo
 
 log = logging.getLogger(__name__)
 MIB = 1 << 20
@@ -119,8 +119,8 @@ def _element_name(value: Any) -> str:
     return str(value)
 
 
-def _plain(value: Any) -> Any:
-    """Property values as JSON-friendly Python values."""
+def _property_value(value: Any) -> Any:
+    """A plugin property as a JSON-friendly Python value."""
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, ov.Type):
@@ -134,7 +134,7 @@ def read_back(compiled: ov.CompiledModel) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key in REPORTED_PROPERTIES:
         try:
-            found[key] = _plain(compiled.get_property(key))
+            found[key] = _property_value(compiled.get_property(key))
         except RuntimeError:
             continue
     return found
@@ -157,7 +157,7 @@ class Engine:
                  choice: dict[str, Any] | None = None) -> None:
         self.model_info = model
         self.device = device
-        self.choice = choice  # how the variant and precision were chosen (edge_anime.choice), for reports
+        self.choice = choice  # how the variant and precision were chosen (edge_anime.runtime.choice), for reports
         self.core = core if core is not None else ov.Core()
         self.properties = compile_properties(device)  # the cache folder is checked by the probe's compile lock
         try:
@@ -215,7 +215,7 @@ class Engine:
             return None
         return {**box_key(), "huge_pages": huge_pages_on(), "openvino": ov.get_version(),
                 "model": [str(ir["xml_sha256"]), str(ir["bin_sha256"])],
-                "properties": {k: _plain(v) for k, v in sorted(self.properties.items())}, "probe_side": side}
+                "properties": {k: _property_value(v) for k, v in sorted(self.properties.items())}, "probe_side": side}
 
     def _static_model(self, height: int, width: int) -> ov.Model:
         with self._model_lock:  # compiles of different sizes run at once; one clone of the source at a time

@@ -22,14 +22,14 @@ from typing import Any, TypeVar
 import psutil
 from pydantic import BaseModel, ValidationError
 
-from .choice import open_engine
-from .config import Config, WatchSection, format_validation_error
-from .engine import Engine
-from .errors import ConfigError, UserError
-from .host import usable_cores
-from .imaging import output_extension
-from .inputs import InputFilter
-from .pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
+from ..config import Config, WatchSection, format_validation_error
+from ..errors import ConfigError, UserError
+from ..imaging.encoder import image_extension
+from ..inputs import InputFilter
+from ..pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
+from ..runtime.choice import open_engine
+from ..runtime.engine import Engine
+from ..runtime.host import usable_cores
 
 log = logging.getLogger(__name__)
 SectionT = TypeVar("SectionT", bound=BaseModel)
@@ -99,7 +99,7 @@ def _revalidated(section: SectionT, name: str, changes: dict[str, Any]) -> Secti
 
 def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path) -> PassFigures:
     """Run every file through a fresh pipeline once, writing real outputs into ``out_dir``."""
-    jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{output_extension(config.output, f)}")
+    jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{image_extension(config.output, f)}")
             for i, f in enumerate(files)]
     proc = psutil.Process()
     psutil.cpu_percent(None)  # start the machine-wide interval

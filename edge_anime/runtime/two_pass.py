@@ -35,13 +35,13 @@ import numpy as np
 import openvino as ov
 from PIL import Image
 
-from .config import DeviceSection
+from ..config import DeviceSection
+from ..errors import ConfigError, ModelError
+from ..imaging.fullres import FullPlan, padded
+from ..imaging.planner import resize_image
+from ..imaging.tiling import Blender, cut_tile, plan_tiles
 from .engine import Engine
-from .errors import ConfigError, ModelError
 from .host import usable_cores
-from .imaging.fullres import FullPlan, padded
-from .imaging.planner import resize_image
-from .imaging.tiling import Blender, cut_tile, plan_tiles
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Time one (variant x inference precision) of a style at one input size: the one measuring function behind
-the start-up choice (``edge_anime.choice``) and ``edge-anime tune``'s variant table.
+the start-up choice (``edge_anime.runtime.choice``) and ``edge-anime tune``'s variant table.
 
 What is timed is what the service then sustains: the engine compiled with the configured device settings
 (hint, streams, threads) and that precision, its optimal number of requests kept busy through an
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from .config import DeviceSection
+from ..config import DeviceSection
+from ..errors import EdgeAnimeError
+from ..models import ModelInfo
 from .engine import Engine
-from .errors import EdgeAnimeError
-from .models import ModelInfo
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,13 @@ from typing import Any
 
 import openvino as ov
 
-from .config import Config, DeviceSection, ImageSection
+from ..config import Config, DeviceSection, ImageSection
+from ..fsutil import write_atomic
+from ..models import ModelInfo, resolve_model
 from .engine import Engine, ensure_cache_dir
-from .fsutil import write_atomic
 from .host import box_key
-from .models import ModelInfo, resolve_model
-from .probe import DEFAULT_SECONDS as PROBE_SECONDS
-from .probe import Candidate, Timing, measure_candidates, native_precisions
+from .timing import DEFAULT_SECONDS as PROBE_SECONDS
+from .timing import Candidate, Timing, measure_candidates, native_precisions
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def decision_key(config: Config, style: ModelInfo, shape_hw: tuple[int, int]) ->
         **box_key(), "openvino": ov.get_version(), "style": style.name,
         "model_sha256": hashlib.sha256("\n".join(digests).encode()).hexdigest(),
         "shape": [shape_hw[1], shape_hw[0]],
-        "device": {k: _plain(getattr(device, k)) for k in KEY_DEVICE_FIELDS},
+        "device": {k: _config_value(getattr(device, k)) for k in KEY_DEVICE_FIELDS},
         "pinned": {"model.variant": config.model.variant, "device.inference_precision": device.inference_precision},
     }
 
@@ -320,7 +320,8 @@ def _digest_of(style: ModelInfo, name: str) -> str:
     return f"{entry['ir']['xml_sha256']}:{entry['ir']['bin_sha256']}"
 
 
-def _plain(value: Any) -> Any:
+def _config_value(value: Any) -> Any:
+    """A config field as it goes into the decision's JSON key: scalars as they are, anything else as text."""
     return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
 
 

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .fsutil import write_atomic
+from ..fsutil import write_atomic
 
 log = logging.getLogger(__name__)
 FORMAT = 1

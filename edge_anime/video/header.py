@@ -44,7 +44,7 @@ class ClipInfo:
 
 
 def open_input(path: Path) -> Any:
-    """``av.open`` for reading, its errors as InputErrors naming the file (stage ``probe``)."""
+    """``av.open`` for reading, its errors as InputErrors naming the file (stage ``header``)."""
     av = require_av(path)
     check_regular(path)
     try:
@@ -52,15 +52,15 @@ def open_input(path: Path) -> Any:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}", stage="read") from exc
     if size == 0:
-        raise InputError(f"{path}: an empty file (0 bytes), not a clip", stage="probe")
+        raise InputError(f"{path}: an empty file (0 bytes), not a clip", stage="header")
     picture = picture_format(path)
     if picture is not None:
         raise InputError(f"{path}: a {picture} picture, not a video clip; expected a video ({VIDEO_TEXT}); a photo "
-                         "needs a photo's extension, such as .jpg, to be stylized as one", stage="probe")
+                         "needs a photo's extension, such as .jpg, to be stylized as one", stage="header")
     try:
         return av.open(str(path), "r")
     except av.FFmpegError as exc:
-        raise InputError(f"{path}: not a readable clip (truncated or damaged?): {_why(exc)}", stage="probe") from None
+        raise InputError(f"{path}: not a readable clip (truncated or damaged?): {_why(exc)}", stage="header") from None
 
 
 def picture_format(path: Path) -> str | None:
@@ -79,24 +79,15 @@ def picture_format(path: Path) -> str | None:
         return None
 
 
-def probe(path: Path, config: Config) -> ClipInfo:
-    """Read the header and apply the limits; InputError(stage="probe") saying what was refused and why."""
-    container = open_input(path)
-    try:
-        return check_limits(read_info(path, container), config)
-    finally:
-        container.close()
-
-
 def read_info(path: Path, container: Any) -> ClipInfo:
     if not container.streams.video:
         # MP4's demuxer drops a video track without a single frame: a zero-length clip lands here too
-        raise InputError(f"{path}: no video stream with frames (audio or data only, or zero-length)", stage="probe")
+        raise InputError(f"{path}: no video stream with frames (audio or data only, or zero-length)", stage="header")
     stream = container.streams.video[0]
     ctx = stream.codec_context
     width, height = int(ctx.width or 0), int(ctx.height or 0)
     if width <= 0 or height <= 0:
-        raise InputError(f"{path}: the video stream states no picture size", stage="probe")
+        raise InputError(f"{path}: the video stream states no picture size", stage="header")
     fps = Fraction(stream.average_rate or stream.guessed_rate or DEFAULT_FPS)
     seconds = _seconds(stream, container)
     frames = int(stream.frames or 0)
@@ -104,7 +95,7 @@ def read_info(path: Path, container: Any) -> ClipInfo:
     if not exact:
         frames = int(math.floor(seconds * fps + 0.5))
     if frames <= 0 or seconds <= 0:
-        raise InputError(f"{path}: a zero-length clip (no frames in its video stream)", stage="probe")
+        raise InputError(f"{path}: a zero-length clip (no frames in its video stream)", stage="header")
     audio = tuple(s.codec_context.name for s in container.streams.audio)
     return ClipInfo(path=path, width=width, height=height, fps=fps, frames=frames, frames_exact=exact,
                     seconds=seconds, audio_codecs=audio)
@@ -114,13 +105,13 @@ def check_limits(info: ClipInfo, config: Config) -> ClipInfo:
     cfg = config.video
     if info.seconds > cfg.max_seconds:
         raise InputError(f"{info.path}: {info.seconds:.1f} s long, over video.max_seconds={cfg.max_seconds:g}",
-                         stage="probe")
+                         stage="header")
     if info.frames > cfg.max_frames:
-        raise InputError(f"{info.path}: {info.frames} frames, over video.max_frames={cfg.max_frames}", stage="probe")
+        raise InputError(f"{info.path}: {info.frames} frames, over video.max_frames={cfg.max_frames}", stage="header")
     pixels = info.width * info.height
     if pixels > config.image.max_pixels:
         raise InputError(f"{info.path}: frames of {info.width}x{info.height} = {pixels} pixels, over "
-                         f"image.max_pixels={config.image.max_pixels}", stage="probe")
+                         f"image.max_pixels={config.image.max_pixels}", stage="header")
     return info
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..service.logs import FIELDS_ATTR, log_name
+from ..video.job import ClipResult, ClipStopped, Progress, stylize_clip
 from ..watch.claim import Claim
-from .job import ClipResult, ClipStopped, Progress, stylize_clip
+from .logs import FIELDS_ATTR, log_name
 
 if TYPE_CHECKING:
     from ..stylizer import Stylizer

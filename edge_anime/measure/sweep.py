@@ -20,15 +20,15 @@ from typing import Any
 
 import yaml
 
-from .bench import measure
-from .choice import QUALITY_FLOOR_DB, probe_shape
-from .config import Config, effective_yaml, load_config
-from .errors import EdgeAnimeError, UserError
-from .fsutil import write_atomic
-from .host import usable_cores
-from .models import ModelInfo, resolve_model
-from .probe import DEFAULT_SECONDS as PROBE_SECONDS
-from .probe import Candidate, Timing, measure_candidates, native_precisions
+from ..config import Config, effective_yaml, load_config
+from ..errors import EdgeAnimeError, UserError
+from ..fsutil import write_atomic
+from ..models import ModelInfo, resolve_model
+from ..runtime.choice import QUALITY_FLOOR_DB, probe_shape
+from ..runtime.host import usable_cores
+from ..runtime.timing import DEFAULT_SECONDS as PROBE_SECONDS
+from ..runtime.timing import Candidate, Timing, measure_candidates, native_precisions
+from .throughput import measure
 
 log = logging.getLogger(__name__)
 
