@@ -1,4 +1,4 @@
-"""``Stylizer``: the one core behind ``stylize``, the Python API (and, next, the HTTP service).
+"""``Stylizer``: the one core behind ``stylize``, the Python API and the HTTP service.
 
 It owns what a caller should not have to assemble: the config (bundled default, a file, or a ``Config``),
 the style and the variant chosen for this box (``choice.open_engine``), and one ``Pipeline`` whose decode
@@ -24,6 +24,7 @@ import dataclasses
 import io
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -36,6 +37,9 @@ from PIL import Image
 
 from .config import Config, load_config
 from .errors import InputError, ModelError, UserError
+from .imaging.decoder import decode_header
+from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, encode, image_extension
+from .inputs import read_regular
 from .models import ModelInfo, resolve_model
 from .naming import UnsafeNameError, check_style
 from .pipeline import Job, JobResult, Pipeline
@@ -49,6 +53,17 @@ log = logging.getLogger("edge_anime.stylizer")
 ImageSource = Image.Image | bytes | bytearray | str | Path
 MEMORY_LABEL = Path("<image>")  # how an in-memory picture is named in error messages
 _PREMULTIPLIED = {"La": "LA", "RGBa": "RGBA"}  # modes TIFF cannot store -> the straight-alpha mode Pillow converts to
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A stylized picture as the bytes of a file (``Stylizer.run_encoded``)."""
+
+    data: bytes
+    media_type: str  # image/jpeg, image/png or image/webp
+    ext: str  # jpg, png or webp: what a file of these bytes is named with
+    size: tuple[int, int]  # (W, H)
+    timings_s: dict[str, float]  # as ``JobResult.timings_s``; "encode" includes the encoding to bytes
 
 
 class StylizerClosed(RuntimeError):
@@ -136,6 +151,47 @@ class Stylizer:
         if result.error is not None:
             raise result.error
         return result
+
+    def run_encoded(self, image: ImageSource, *, fmt: str | None = None, name: str | None = None,
+                    style: str | None = None, timeout: float | None = None) -> Encoded:
+        """``run`` to the bytes of a file, by the encoder and the ``output`` settings the file path writes with
+        (format, quality and chroma, EXIF and ICC kept or not, transparency flattened on white for JPEG), for a
+        destination in memory: the HTTP service answers with these bytes, so a picture answered and the same
+        picture written by ``stylize`` are the same bytes. ``fmt``: jpeg, png, webp or same (the input's own
+        format, as for files: a path's suffix, else the format its bytes are in), default ``output.format``.
+        ``name``: how encoded bytes are named in errors (an upload's file name), instead of ``<image>``.
+
+        The header is read first (``imaging.decoder.decode_header``): a picture the decoder refuses is refused
+        before it takes a pipeline slot, with the decoder's message. Raises as ``run`` does."""
+        wanted = fmt or self.config.output.format
+        if wanted != "same" and wanted not in EXT_BY_CONFIG_FORMAT:
+            raise ValueError(f"fmt={wanted!r}: expected one of {', '.join(EXT_BY_CONFIG_FORMAT)} or same")
+        job = _job_for(image)
+        if isinstance(image, (str, Path)):
+            job = dataclasses.replace(job, data=read_regular(job.src))
+        elif name is not None:
+            job = dataclasses.replace(job, src=Path(name))
+        assert job.data is not None
+        source = decode_header(job.src, self.config.image, data=job.data)
+        if wanted != "same":
+            ext = EXT_BY_CONFIG_FORMAT[wanted]
+        elif isinstance(image, (str, Path)):
+            ext = image_extension(self.config.output, job.src)
+        else:
+            known = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp"}
+            sniffed = image.format if isinstance(image, Image.Image) else source.source_format
+            ext = known.get(sniffed or "", "jpg")  # BMP, TIFF, GIF, PPM: JPEG, as image_extension says
+        result = self.submit(job, style=style).result(timeout=timeout)
+        del job  # the input's bytes go once the pipeline is done with them
+        if result.error is not None:
+            raise result.error
+        assert result.image is not None
+        started = time.perf_counter()
+        data = encode(result.image, source, self.config.output, ext=ext)
+        timings_s = dict(result.timings_s)
+        timings_s["encode"] = timings_s.get("encode", 0.0) + time.perf_counter() - started
+        return Encoded(data=data, media_type=f"image/{FORMAT_BY_EXT[ext].lower()}", ext=ext,
+                       size=result.image.size, timings_s=timings_s)
 
     def submit(self, job: Job, *, style: str | None = None) -> Future[JobResult]:
         """Start one job on ``style``'s pipeline and return at once (blocking only while the pipeline's
@@ -445,4 +501,4 @@ def _with_alpha_band(image: Image.Image) -> Image.Image:
     return image
 
 
-__all__: Sequence[str] = ("ImageSource", "Stylizer", "StylizerClosed")
+__all__: Sequence[str] = ("Encoded", "ImageSource", "Stylizer", "StylizerClosed")

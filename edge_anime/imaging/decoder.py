@@ -307,3 +307,37 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
     alpha = np.ascontiguousarray(np.asarray(alpha_image)) if alpha_image is not None else None
     return Decoded(rgb=rgb, alpha=alpha, source_format=source_format, original_size=original, exif=exif,
                    icc=icc, path=path, restore_size=original)
+
+
+def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
+    """What ``decode(path, cfg, data=data)`` returns, less the pixels, from the header alone (microseconds):
+    the format, the upright size, and the EXIF and ICC profile the encoder copies, chosen by decode's rules
+    (Orientation reset when applied; an RGB profile only, none for CMYK, which decode converts to sRGB).
+    Every guard a header can answer raises here what decode raises: a format outside the allow-list, over
+    ``image.max_pixels``, a progressive JPEG of too many scans, not an image at all.
+
+    Why: a caller that must refuse a picture before taking work on for it (the HTTP service, before a queue
+    slot) and one that encodes a picture stylized from bytes (``Stylizer.run_encoded``) then use the
+    decoder's own allow-list and messages rather than a second ``Image.open``. ``rgb`` is empty (0 x 0).
+    A PNG whose EXIF comes after its pixels (rare: writers put eXIf first) has none here."""
+    path = Path(path)
+    _sync_pillow_limits(cfg.max_pixels)
+    try:
+        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
+            width, height = im.size
+            if width * height > cfg.max_pixels:
+                raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
+                                 f"{cfg.max_pixels}; refused before decoding", stage="decode")
+            if _progressive(im):
+                _check_scans(path, data)
+            orientation = _orientation(im) if cfg.apply_exif_orientation else 1
+            exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
+            icc = im.info.get("icc_profile") or None
+            kept_icc = icc if im.mode != "CMYK" and icc_is_rgb(icc) else None  # as modes.to_rgb_alpha
+            source_format = im.format or "unknown"
+    except (InputError, TransientError):
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS) as exc:
+        raise _open_error(path, exc, cfg, data=data) from exc
+    return Decoded(rgb=np.zeros((0, 0, 3), np.uint8), alpha=None, source_format=source_format,
+                   original_size=oriented_size((width, height), orientation), exif=exif, icc=kept_icc, path=path)
