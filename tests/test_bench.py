@@ -55,17 +55,14 @@ def test_timed_pass_keeps_the_input_format_with_format_same(write_config: Callab
                                                            make_photo: Callable[..., Path],
                                                            tmp_path: Path) -> None:
     """bench writes what `run` would: with ``output.format: same`` a PNG input gives a PNG output."""
-    from edge_anime.config import load_config
     from edge_anime.measure.throughput import timed_pass
-    from edge_anime.models import resolve_model
-    from edge_anime.runtime.engine import Engine
+    from edge_anime.stylizer import Stylizer
 
-    config = load_config(write_config({"image": {"max_side": 64}, "output": {"format": "same"}}))
-    engine = Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
     files = [make_photo("a.png", 64, 48), make_photo("b.jpg", 48, 64)]
     out = tmp_path / "out"
     out.mkdir()
-    figures = timed_pass(engine, config, files, out)
+    with Stylizer(write_config({"image": {"max_side": 64}, "output": {"format": "same"}})) as stylizer:
+        figures = timed_pass(stylizer, files, out)
     assert figures.ok == 2
     assert [r.job.dst.suffix for r in figures.results] == [".png", ".jpg"]
     assert all(r.out_size is not None for r in figures.results)

@@ -6,6 +6,9 @@ imaging; compile, wait, infer = runtime; tone = the style's tone guard; encode, 
 CPU utilisation against all cores (hardware kept busy or not), peak RSS, and the properties the plugin chose.
 
 One core function behind ``edge-anime bench`` and ``edge-anime tune``; the command modules only parse and print.
+What is measured is a ``Stylizer``, the very object every entry point runs (the style and variant it chooses,
+its pipeline, its encoder, its naming of formats): a bench that assembled its own engine and pipeline measured
+something users never run, and drifted from it the first time the Stylizer learnt something new.
 """
 from __future__ import annotations
 
@@ -26,10 +29,9 @@ from ..config import Config, WatchSection, format_validation_error
 from ..errors import ConfigError, UserError
 from ..imaging.encoder import image_extension
 from ..inputs import InputFilter
-from ..pipeline import STAGES, Job, JobResult, run_jobs, stage_threads
-from ..runtime.choice import open_engine
-from ..runtime.engine import Engine
+from ..pipeline import STAGES, Job, JobResult, stage_threads
 from ..runtime.host import usable_cores
+from ..stylizer import Stylizer
 
 log = logging.getLogger(__name__)
 SectionT = TypeVar("SectionT", bound=BaseModel)
@@ -97,15 +99,16 @@ def _revalidated(section: SectionT, name: str, changes: dict[str, Any]) -> Secti
         raise ConfigError(f"{name}.{format_validation_error(exc)}") from None
 
 
-def timed_pass(engine: Engine, config: Config, files: list[Path], out_dir: Path) -> PassFigures:
-    """Run every file through a fresh pipeline once, writing real outputs into ``out_dir``."""
+def timed_pass(stylizer: Stylizer, files: list[Path], out_dir: Path) -> PassFigures:
+    """Run every file through the Stylizer once (its default style), writing real outputs into ``out_dir``."""
+    config = stylizer.config
     jobs = [Job(src=f, dst=out_dir / f"{i:04d}_{f.stem}.{image_extension(config.output, f)}")
             for i, f in enumerate(files)]
     proc = psutil.Process()
     psutil.cpu_percent(None)  # start the machine-wide interval
     before = proc.cpu_times()
     start = time.perf_counter()
-    results = run_jobs(engine, config, jobs)
+    results = stylizer.run_jobs(jobs)
     wall = time.perf_counter() - start
     after = proc.cpu_times()
     system_pct = psutil.cpu_percent(None)
@@ -160,8 +163,10 @@ def summarise(passes: list[PassFigures], *, cores: int, requests: int = 1) -> di
 
 
 def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int = 1,
-            engine: Engine | None = None) -> dict[str, Any]:
-    """Start the engine (timed), run ``warmup`` untimed and ``repeat`` timed passes, and report.
+            stylizer: Stylizer | None = None) -> dict[str, Any]:
+    """Start a Stylizer for ``config`` (timed: the variant choice and the compile a start pays), run
+    ``warmup`` untimed and ``repeat`` timed passes, and report. ``stylizer``: one already started (then its
+    config is the one measured and the start-up figure is 0).
 
     Warm-up passes compile every static shape the files need and run each stream's first inference, which
     a long-running service pays once; ``repeat`` passes are what it then sustains.
@@ -169,25 +174,36 @@ def measure(config: Config, files: list[Path], *, repeat: int = 1, warmup: int =
     if repeat < 1:
         raise UserError(f"--repeat: expected an integer >= 1, got {repeat}")
     started = time.perf_counter()
-    if engine is None:
-        _, engine = open_engine(config)  # the variant and precision a start would run (pinned or measured)
-    startup_s = time.perf_counter() - started
+    owned = stylizer is None
+    if stylizer is None:
+        stylizer = Stylizer(config)  # the variant and precision a start would run (pinned or measured)
+    startup_s = time.perf_counter() - started if owned else 0.0
+    try:
+        report = _measure_passes(stylizer, files, repeat=repeat, warmup=warmup)
+    finally:
+        if owned:
+            stylizer.close()
+    report["engine_startup_s"] = startup_s
+    return report
+
+
+def _measure_passes(stylizer: Stylizer, files: list[Path], *, repeat: int, warmup: int) -> dict[str, Any]:
+    config, engine = stylizer.config, stylizer.engine
     cores = usable_cores()
     decode_threads, encode_threads = stage_threads(config, cores=cores)
     with tempfile.TemporaryDirectory(prefix="edge-anime-bench-") as tmp:
         out_dir = Path(tmp)
         for _ in range(warmup):
-            timed_pass(engine, config, files, out_dir)
-        passes = [timed_pass(engine, config, files, out_dir) for _ in range(repeat)]
+            timed_pass(stylizer, files, out_dir)
+        passes = [timed_pass(stylizer, files, out_dir) for _ in range(repeat)]
     report = summarise(passes, cores=cores, requests=engine.num_requests)
     report.update({
-        "engine_startup_s": startup_s,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / BYTES_PER_MB,
         "cores": cores,
         "input_dir": str(files[0].parent),
         "repeat": repeat,
         "warmup": warmup,
-        "pipeline": {"max_in_flight": config.pipeline.max_in_flight,
+        "pipeline": {"max_in_flight": stylizer.max_in_flight,
                      "decode_threads": decode_threads, "encode_threads": encode_threads},
         "image": {"resize": config.image.resize, "max_side": config.image.max_side,
                   "upscale_to_original": config.image.upscale_to_original,
