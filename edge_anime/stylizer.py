@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +46,8 @@ from .pipeline import Job, JobResult, Pipeline
 from .runtime.engine import Engine
 
 if TYPE_CHECKING:
-    from .video.job import ClipResult
+    from .config import VideoSection
+    from .video.job import ClipResult, Progress
 
 log = logging.getLogger("edge_anime.stylizer")
 
@@ -287,12 +288,21 @@ class Stylizer:
         successor._compiled[successor.styles[0]].owned, entry.owned = entry.owned, False
         return successor
 
-    def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None,
-                 progress: bool = False) -> ClipResult:
+    def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None, progress: bool = False,
+                 state: Progress | None = None, cancel: threading.Event | None = None,
+                 on_frame: Callable[[Progress], None] | None = None,
+                 video: VideoSection | None = None) -> ClipResult:
         """A video clip (``video.extensions``) into ``dst`` (an .mp4, renamed into place when complete): every
-        frame through this style's pipeline, beside any photos in flight (edge_anime/video). Failures are in
-        the result's ``error``, never raised, as in ``run_jobs``; needs the ``video`` extra."""
-        from .video.job import Progress, stylize_clip
+        frame through this style's pipeline, beside any photos in flight (edge_anime/video). The one clip path:
+        ``stylize`` and the watch folder (``service.clips``) both come here.
+
+        The clip's own failures are in the result's ``error``, never raised, as in ``run_jobs``; a style that
+        cannot be served raises as ``stylize`` does (UserError, StylizerClosed), before any frame. ``progress``
+        draws a bar; ``state``, ``cancel`` and ``on_frame`` are the watch folder's: its status file reads
+        ``state``, a stop sets ``cancel``. ``video``: the clip settings when the caller's config moved on since
+        this Stylizer was built (a reload that changed only ``video.*`` needs no recompile). Needs the
+        ``video`` extra."""
+        from .video.job import stylize_clip
 
         bar = None
         if progress:
@@ -300,14 +310,18 @@ class Stylizer:
 
             bar = tqdm(unit="frame", dynamic_ncols=True, desc=Path(src).name)
 
-        def tick(state: Progress) -> None:
+        def tick(now: Progress) -> None:
             if bar is not None:
-                bar.total = state.total
-                bar.update(state.done - bar.n)
+                bar.total = now.total
+                bar.update(now.done - bar.n)
+            if on_frame is not None:
+                on_frame(now)
 
+        config = self.config if video is None else self.config.model_copy(update={"video": video})
         try:
             with self.pipeline_for(style) as pipeline:
-                return stylize_clip(pipeline, self.config, Path(src), Path(dst), on_frame=tick)
+                return stylize_clip(pipeline, config, Path(src), Path(dst), progress=state, cancel=cancel,
+                                    on_frame=tick)
         finally:
             if bar is not None:
                 bar.close()

@@ -20,8 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..video.job import ClipResult, ClipStopped, Progress, stylize_clip
+from ..errors import UserError
+from ..pipeline import Job
+from ..stylizer import StylizerClosed
+from ..video.job import ClipResult, ClipStopped, Progress
 from ..watch.claim import Claim
+from ..watch.faults import StyleFault
 from .logs import FIELDS_ATTR, log_name
 
 if TYPE_CHECKING:
@@ -31,6 +35,7 @@ log = logging.getLogger("edge_anime.video")
 
 LOG_EVERY_S = 10.0   # a progress line per clip this often
 STOP_JOIN_S = 10.0   # how long ``stop`` waits for a cancelled clip to let go (a frame in inference)
+RELOAD_RETRIES = 1   # a clip that met a Stylizer a reload had just closed goes to the new one this many times
 
 Done = Callable[[Claim, BaseException | None, Any], None]
 
@@ -112,9 +117,7 @@ class ClipRunner:
                          state.frames_per_s(), extra={FIELDS_ATTR: {"event": "clip_progress", **state.snapshot()}})
 
         try:
-            with self._stylizer().pipeline_for(claim.style or None) as pipeline:
-                result = stylize_clip(pipeline, self._config(), claim.path, dst, progress=progress,
-                                      cancel=self._cancel, on_frame=on_frame)
+            result = self._run_clip(claim, dst, progress, on_frame)
         finally:
             with self._lock:
                 self._current = None
@@ -126,6 +129,26 @@ class ClipRunner:
                                           "frames_per_s": round(result.frames_per_s, 3), "audio": result.audio,
                                           "flicker": result.flicker}})
         return result
+
+    def _run_clip(self, claim: Claim, dst: Path, progress: Progress,
+                  on_frame: Callable[[Progress], None]) -> ClipResult:
+        """``Stylizer.run_clip`` on the shell's current Stylizer. The style is compiled before a clip is queued,
+        but a reload can swap the Stylizer (StylizerClosed: the clip goes to the new one) or a recompile can
+        fail in between (a StyleFault: the clip is kept, not condemned); nothing raised here may end the
+        clip thread, or every later clip would wait until a restart."""
+        job = Job(src=claim.path, dst=dst)
+        for _ in range(RELOAD_RETRIES + 1):
+            try:
+                return self._stylizer().run_clip(claim.path, dst, style=claim.style or None, state=progress,
+                                                 cancel=self._cancel, on_frame=on_frame, video=self._config().video)
+            except StylizerClosed as exc:
+                closed: BaseException = exc
+            except UserError as exc:  # the style's fault, as in the shell's submit: the input is kept
+                return ClipResult(job=job, error=StyleFault(claim.style or "default", str(exc)), timings_s={})
+            except Exception as exc:
+                log.exception("video: clip %s could not start", claim.rel)
+                return ClipResult(job=job, error=exc, timings_s={})
+        return ClipResult(job=job, error=closed, timings_s={})
 
 
 _STOP: Any = object()
