@@ -1,8 +1,11 @@
-"""``Stylizer``: the one core behind ``stylize``, the Python API and the HTTP service.
+"""``Stylizer``: the one door. Every entry point holds one: the watch folder (``submit``, a future per claim),
+``stylize`` (``run_jobs``; ``run_clip`` for clips, here and in the watch folder), HTTP and the Python API
+(``run``, ``run_encoded``), and ``bench`` and ``tune``, which measure it.
 
 It owns what a caller should not have to assemble: the config (bundled default, a file, or a ``Config``),
-the style and the variant chosen for this box (``choice.open_engine``), and one ``Pipeline`` whose decode
-threads, asynchronous inference requests and encode threads every caller shares. Many threads may call
+the styles and the variant chosen for this box (``runtime.choice.open_engine``), and per style one
+``Pipeline`` whose decode threads, asynchronous inference requests and encode threads every caller
+shares. Many threads may call
 ``stylize`` at once: each call is one pipeline job and waits for its own result, so concurrent calls
 overlap on the engine's requests exactly as the files of a batch do.
 
