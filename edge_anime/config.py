@@ -10,11 +10,13 @@ last, so the bundled style resolves whatever ``model.dirs`` says.
 """
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
 import reprlib
 import string
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -388,15 +390,74 @@ def _short_repr(value: Any) -> str:
     return _REPR.repr(value)
 
 
+SUGGEST_CUTOFF = 0.6  # difflib's default similarity: "qualty" -> "quality", "watchh" -> "watch", not "x" -> "fixed"
+# A key of another section must be closer: at 0.6 "watch.retry.tries" would be sent to "service.metrics".
+ELSEWHERE_CUTOFF = 0.8
+
+
+def close_matches(word: str, options: Iterable[str], *, cutoff: float = SUGGEST_CUTOFF) -> list[str]:
+    """Up to three of ``options`` closest to a misspelt ``word``, best first. ``difflib.get_close_matches`` from
+    the standard library: a typo is a few characters off, and its ratio ranks "qualty" -> "quality" and
+    "toonn" -> "toon" first without a dependency."""
+    return difflib.get_close_matches(word, sorted(set(options)), n=3, cutoff=cutoff)
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str:
+    """``"; did you mean 'toon'?"`` for the closest of ``options`` to ``word``, or "" when none is close."""
+    close = close_matches(word, options)
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
+def _section_at(path: Sequence[str | int]) -> type[BaseModel] | None:
+    """The schema class that holds the keys at ``path`` (``()``: the top level), or None past a plain value."""
+    cls: type[BaseModel] = Config
+    for part in path:
+        field = cls.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        cls = annotation
+    return cls
+
+
+def _key_paths(cls: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    """Every valid key path of the schema below ``cls`` (``image.max_side``, ``watch.retry.max_attempts``)."""
+    for name, field in cls.model_fields.items():
+        if name == "source" and cls is Config:
+            continue
+        yield prefix + name
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from _key_paths(field.annotation, f"{prefix}{name}.")
+
+
+def unknown_key_hint(loc: Sequence[str | int]) -> str:
+    """What an unknown key most likely meant: a key of the same section (``image.max_sid`` -> ``max_side``),
+    else a key of that name in another section (``image.qualty`` -> ``output.quality``); "" when nothing is
+    close. The key paths come from the schema itself, so the hint can never name a key that does not exist."""
+    *parent, word = [str(p) for p in loc]
+    section = _section_at(parent)
+    here = [n for n in section.model_fields if not (section is Config and n == "source")] if section else []
+    close = close_matches(word, here)
+    if close:
+        return f"; did you mean {'.'.join([*parent, close[0]])}?"
+    elsewhere = {path: path.rsplit(".", 1)[-1] for path in _key_paths(Config)}
+    close = close_matches(word, elsewhere.values(), cutoff=ELSEWHERE_CUTOFF)
+    if close:
+        paths = [p for p, leaf in elsewhere.items() if leaf == close[0]]
+        return "; did you mean " + " or ".join(paths) + "?"
+    return ""
+
+
 def format_validation_error(exc: ValidationError, *, source: Path | None = None) -> str:
-    """One line per problem: `key.path: what was expected, got <value>`."""
+    """One line per problem: `key.path: what was expected, got <value>`; an unknown key also gets the closest
+    valid key (``unknown_key_hint``)."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "literal[", "int", "bool")))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling against configs/default.yaml)"
-            lines.append(f"{loc}: {msg}")
+            hint = unknown_key_hint([p for p in err["loc"] if not isinstance(p, int)])
+            lines.append(f"{loc}: unknown key{hint} (check the spelling against configs/default.yaml)")
             continue
         if err["type"] == "literal_error" or msg.startswith("Input should be "):
             msg = "expected " + msg.removeprefix("Input should be ")

@@ -12,13 +12,16 @@ Hashing 4-8 MB takes ~10 ms; the result is cached per (path, size, mtime) so rel
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import close_matches, did_you_mean
 from .errors import ConfigError, ModelError
 from .imaging.palette import MAX_CHROMA, MAX_COLOURS, MIN_CHROMA, MIN_COLOURS
 from .locations import bundled_models_dir
@@ -33,6 +36,8 @@ HASH_CHUNK_BYTES = 1 << 20
 # Variant entries with a ``role`` are the two IRs of tiled full-resolution inference (pass 1 returns each
 # GroupNorm's statistics, pass 2 takes them; docs/contracts.md), in the order they run.
 TILING_ROLES = ("gn_stats_out", "gn_stats_in")
+
+MAX_SIBLINGS = 10_000  # entries of a folder compared with a misspelt model path: a huge folder is not read whole
 
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
@@ -416,12 +421,15 @@ def read_ir(info: ModelInfo) -> None:
 def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = True) -> ModelInfo:
     """Turn ``model.path`` (an ``.xml`` path, a model folder, or an installed name) into a checked model.
 
-    A bare name is looked up as ``<dir>/<name>/`` in each of ``search_dirs`` in order.
+    A bare name is looked up as ``<dir>/<name>/`` in each of ``search_dirs`` in order. A name or path that
+    does not exist says so and names the closest style or file that does (``config.did_you_mean``): a typo
+    such as ``toonn`` is the usual cause, not a damaged install.
     """
     path = Path(spec)
     if path.suffix == ".xml":
         if not path.is_file():
-            raise ModelError(f"model.path: {path} does not exist")
+            raise ModelError(f"model.path: {path} does not exist{_near_path(path)} (expected a model.xml, a model "
+                             "folder or the name of an installed style)")
         style = load_model_info(path.parent, verify=False)
         named = [v.name for v in style.variants() if v.xml.name == path.name]  # a variant's own .xml pins it
         return style.with_variant(named[0] if named else style.variant_names()[0], verify=verify)
@@ -432,13 +440,45 @@ def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = T
             candidate = base / str(spec)
             if (candidate / MANIFEST_NAME).is_file():
                 return load_model_info(candidate, verify=verify)
-        looked = ", ".join(str(d) for d in search_dirs) or "(no model folders configured)"
-        raise ModelError(
-            f"model.path: no installed model named '{spec}' in {looked}; "
-            "list them with 'edge-anime models list' or give the path of a model.xml "
-            f"(if '{spec}' is the bundled style, {REINSTALL_HINT})"
-        )
-    raise ModelError(f"model.path: {path} does not exist (expected a model.xml, a model folder or a name)")
+        raise ModelError(f"model.path: no installed model named '{spec}'{_near_name(str(spec), search_dirs)}")
+    raise ModelError(f"model.path: {path} does not exist{_near_path(path)} (expected a model.xml, a model folder "
+                     "or the name of an installed style)")
+
+
+def style_names(search_dirs: list[Path]) -> list[str]:
+    """The names a bare ``model.path`` can take: every folder with a manifest in ``search_dirs`` (the bundled
+    styles included, since the config puts their folder last). Only folder names: nothing is read or hashed."""
+    names: set[str] = set()
+    for base in search_dirs:
+        with contextlib.suppress(OSError):
+            names.update(c.name for c in base.iterdir() if (c / MANIFEST_NAME).is_file())
+    return sorted(names)
+
+
+def _near_name(spec: str, search_dirs: list[Path]) -> str:
+    """The rest of the message for a style name found nowhere: the closest names, what exists, where it looked.
+    Only when the bundled folder itself holds no style is the install damaged, and only then is a reinstall
+    the advice."""
+    names = style_names(search_dirs)
+    looked = ", ".join(str(d) for d in search_dirs) or "(no model folders configured)"
+    text = did_you_mean(spec, names)
+    text += f" (installed: {', '.join(names)}" if names else " (no style is installed"
+    text += f"; looked in {looked}); 'edge-anime models list' shows them, or give the path of a model.xml"
+    if not style_names([bundled_models_dir()]):
+        text += "; the bundled styles are missing from this install: reinstall the package (pip install " \
+                "--force-reinstall edge-anime)"
+    return text
+
+
+def _near_path(path: Path) -> str:
+    """"; did you mean '<folder>/<sibling>'?" for a model path whose folder exists but whose last part is
+    misspelt (``models/toonn``, ``model_in8.xml``); "" otherwise."""
+    try:
+        siblings = [c.name for c in itertools.islice(path.parent.iterdir(), MAX_SIBLINGS)]
+    except OSError:
+        return ""
+    close = close_matches(path.name, siblings)
+    return "; did you mean " + " or ".join(repr(str(path.parent / c)) for c in close) + "?" if close else ""
 
 
 def list_models(search_dirs: list[Path]) -> list[ModelInfo]:
