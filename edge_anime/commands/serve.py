@@ -4,8 +4,10 @@ On SIGTERM/SIGINT the server is asked to stop (edge_anime/http/server.py): it st
 requests in flight finish (up to ``service.drain_timeout_seconds``), runs the app's shutdown (which closes the
 Stylizer) and returns, so the process exits 0. READY=1 goes to systemd only once the style is compiled, when
 /readyz says ready; a default style that cannot be built stops the server at once and exits 78 with the
-reason (before, /healthz said 200 until systemd's start timeout killed it). Exit statuses as `run`: 78 for a
-bad config or model, 70 for a bug.
+reason (before, /healthz said 200 until systemd's start timeout killed it). The port is bound before
+anything else starts: a busy one exits 75 at once with the address, and "ready" is never said of a socket
+that is not listening. Exit statuses as `run`: 78 for a bad config or model, 75 for a port in use, 70 for a
+bug.
 """
 from __future__ import annotations
 
@@ -36,13 +38,14 @@ def run(args: argparse.Namespace) -> int:
     config = _load(args)
     try:
         from ..http.app import create_app
-        from ..http.server import make_server
+        from ..http.server import listen, make_server
     except ImportError as exc:
         raise UserError(f"serve needs the http extra ({exc.name} is missing): {INSTALL_HINT}") from None
     from ..service.logs import setup_logging
     from ..service.notify import Notifier
 
     setup_logging(log_format=config.service.log_format, level=config.service.log_level)
+    sock = listen(config.http.host, config.http.port)  # PortInUse (75) here, before any style is compiled
     notifier = Notifier()
 
     def ready() -> None:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             logging.getLogger("edge_anime.http").error("reload failed, still serving the previous config: %s", exc)
 
     signal.signal(signal.SIGHUP, lambda _signum, _frame: threading.Thread(target=reload, daemon=True).start())
-    server.run()
+    server.run(sockets=[sock])
     failure = app.state.service.failure
     if failure is not None:
         print(f"edge-anime serve: error: {failure}", file=sys.stderr)

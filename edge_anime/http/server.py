@@ -2,26 +2,65 @@
 run` with ``http.enabled`` (a thread beside the watch folder). Either way the owner handles the signals and
 asks the server to stop (``should_exit``); uvicorn then stops accepting, lets the requests in flight finish
 (up to ``service.drain_timeout_seconds``) and returns.
+
+The socket is bound here (``listen``) before anything else starts, and uvicorn is handed it. Why: uvicorn
+binds only after the app's start-up, so on a busy port the style was compiled, "ready" was logged and then
+the process exited 3 with uvicorn's errno text. Bound first, a busy port stops the start at once with the
+address in the message and its own exit status (``PortInUse``), and "ready" is only ever said of a socket
+that is already listening.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
 from ..config import Config, is_loopback
-from ..errors import ConfigError
+from ..errors import ConfigError, UserError
 from . import memory
 from .connections import guarded_protocol
 
 log = logging.getLogger("edge_anime.http")
-START_DEADLINE_SECONDS = 30.0  # a bind or a lifespan start that takes longer is a fault, said as such
+START_DEADLINE_SECONDS = 30.0  # a lifespan start that takes longer is a fault, said as such
 KEEP_ALIVE_SECONDS = 5  # an idle connection between requests is closed after this (uvicorn's own timer)
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers; h11 answers 400 past it (its default, said here)
+BACKLOG = 2048  # connections the kernel queues before they are accepted (uvicorn's default)
+# EX_TEMPFAIL (sysexits.h): a port another process holds may be free later (the old instance still draining),
+# so systemd's Restart=on-failure may try again; 78 (a bad config, no restart) is kept for what cannot change.
+EXIT_PORT_IN_USE = 75
+
+
+class PortInUse(UserError):
+    """``http.host:http.port`` is held by another process: nothing was started."""
+
+    exit_status = EXIT_PORT_IN_USE
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``, before any work starts; ``PortInUse`` when another process
+    holds the port, ``ConfigError`` for an address this machine does not have or may not bind."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart while old sockets are in TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        where = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"http: cannot listen on {where}: the port is in use by another process (another "
+                            "edge-anime?); stop it, or choose another http.port (or --port)") from None
+        raise ConfigError(f"http: cannot listen on {where}: {exc.strerror or exc}; choose another http.host "
+                          "or http.port") from None
+    return sock
 
 
 class Server(uvicorn.Server):
@@ -55,27 +94,27 @@ def make_server(app: Any, config: Config) -> Server:
 
 
 class ServerThread:
-    """The server in a thread of its own (beside the watch folder); ``start`` returns once it listens."""
+    """The server in a thread of its own (beside the watch folder); ``start`` binds first (``PortInUse`` on a
+    busy port, before the thread starts) and returns once it serves."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self._thread = threading.Thread(target=server.run, name="edge-anime-http", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self, *, where: str) -> None:
-        self._thread.start()
-        started = threading.Event()
-
-        def watch() -> None:
-            while self._thread.is_alive() and not self.server.started:
-                self._thread.join(0.02)
-            started.set()
-
-        threading.Thread(target=watch, daemon=True).start()
-        started.wait(START_DEADLINE_SECONDS)
+        sock = listen(self.server.config.host, self.server.config.port)
+        thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, name="edge-anime-http",
+                                  daemon=True)
+        self._thread = thread
+        thread.start()
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
+        while thread.is_alive() and not self.server.started and time.monotonic() < deadline:
+            thread.join(0.02)  # the app's start-up and the accept loop: a poll with a deadline
         if not self.server.started:
-            raise ConfigError(f"http: cannot listen on {where} (in use, or not an address of this machine); "
-                              "choose another http.port or http.host")
+            raise ConfigError(f"http: the server on {where} did not start within {START_DEADLINE_SECONDS:g} s "
+                              "(the log says why)")
 
     def stop(self, timeout_s: float) -> None:
         self.server.should_exit = True
-        self._thread.join(timeout_s)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
