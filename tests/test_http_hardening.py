@@ -1,15 +1,16 @@
-"""Issue 28, the HTTP part: each defect reproduced against a real `edge-anime serve` process on a loopback
-port, with real sockets (raw where the attack lives below HTTP) and urllib; every loop bounded by a
-deadline. Each test failed on the main of the issue and passes after its fix."""
+"""Issue 28, the HTTP part: each defect reproduced against the service on a loopback port, with real sockets
+(raw where the attack lives below HTTP) and urllib; every loop bounded by a deadline. Each test failed on
+the main of the issue and passes after its fix. The app is served in this process (``serve_here``, on the
+module's one Stylizer) unless the process itself is the point: its memory, its exit status, a browser."""
 from __future__ import annotations
 
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,14 +18,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_http import (
+from test_http import (  # noqa: F401 - the *_fixture are test_http's fixtures, shared here by their names
     READY_DEADLINE_SECONDS,
+    Client,
+    Config,
+    Here,
     Server,
     _free_port,
     _jpeg,
     _json,
     _rss_kb,
     _whole_answer,
+    box_fixture,
+    serve_here_fixture,
+    stylizer_fixture,
     upload_in_page,
 )
 
@@ -36,6 +43,7 @@ pytestmark = pytest.mark.slow
 EXIT_DEADLINE_SECONDS = 60.0
 ANSWER_DEADLINE_SECONDS = 30.0
 Start = Callable[..., Server]
+ServeHere = Callable[..., Here]
 
 
 @pytest.fixture
@@ -53,9 +61,9 @@ def start(write_config: Callable[..., Path], tmp_path: Path) -> Iterator[Start]:
         proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--config", str(config)],
                                 env={**os.environ, **(env or {})},
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
-        server = Server(proc, f"http://127.0.0.1:{port}", log)
+        server = Server(f"http://127.0.0.1:{port}", proc, log)
         started.append(server)
-        return server.wait_ready() if ready else server
+        return server.wait_ready() if ready else server  # type: ignore[no-any-return]
 
     yield launch
     for server in started:
@@ -64,11 +72,11 @@ def start(write_config: Callable[..., Path], tmp_path: Path) -> Iterator[Start]:
             server.proc.wait()
 
 
-def _port(server: Server) -> int:
+def _port(server: Client) -> int:
     return int(server.url.rsplit(":", 1)[1])
 
 
-def _connect(server: Server) -> socket.socket:
+def _connect(server: Client) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", _port(server)), timeout=ANSWER_DEADLINE_SECONDS)
     sock.settimeout(ANSWER_DEADLINE_SECONDS)
     return sock
@@ -92,7 +100,7 @@ def _closed_by_server(sock: socket.socket, deadline_s: float) -> bool:
     return True
 
 
-def _metrics(server: Server, token: str | None = None) -> str:
+def _metrics(server: Client, token: str | None = None) -> str:
     headers = {"Authorization": f"Bearer {token}"} if token else None
     return server.request("/metrics", headers=headers)[2].decode()
 
@@ -112,9 +120,9 @@ def _padded_jpeg(size: int) -> bytes:
 
 
 # -- 1. idle connections ----------------------------------------------------------------------------------
-def test_two_hundred_idle_sockets_leave_uploads_served(start: Start) -> None:
+def test_two_hundred_idle_sockets_leave_uploads_served(serve_here: ServeHere) -> None:
     """~160 idle sockets once made every request get uvicorn's plain-text 503, for as long as they stayed."""
-    server = start()
+    server = serve_here()
     idle: list[socket.socket] = []
     try:
         for i in range(200):
@@ -132,10 +140,10 @@ def test_two_hundred_idle_sockets_leave_uploads_served(start: Start) -> None:
             sock.close()
 
 
-def test_headers_that_do_not_arrive_in_time_get_408_and_silent_sockets_are_closed(start: Start) -> None:
+def test_headers_that_do_not_arrive_in_time_get_408_and_silent_sockets_are_closed(serve_here: ServeHere) -> None:
     """No deadline covered a request's headers: a half-sent request held its socket forever, also on a
     keep-alive connection after a first answer (any byte cancels uvicorn's keep-alive timer)."""
-    server = start({"header_timeout_seconds": 1.0})
+    server = serve_here({"header_timeout_seconds": 1.0})
     with _connect(server) as partial, _connect(server) as silent, _connect(server) as kept:
         partial.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         kept.sendall(_head("GET", "/healthz"))
@@ -151,10 +159,10 @@ def test_headers_that_do_not_arrive_in_time_get_408_and_silent_sockets_are_close
     assert 'edge_anime_http_connections_closed_total{reason="idle"} 1.0' in metrics
 
 
-def test_past_the_connection_bound_idle_ones_make_room_and_busy_ones_get_a_json_503(start: Start) -> None:
+def test_past_the_connection_bound_idle_ones_make_room_and_busy_ones_get_a_json_503(serve_here: ServeHere) -> None:
     """Past http.max_connections the oldest idle connection is closed for the new one; with every one busy
     (each in the middle of its upload), the newcomer gets a JSON 503 with Retry-After, never a plain one."""
-    server = start({"max_connections": 3, "max_connections_per_client": 3, "max_body_mb": 1})
+    server = serve_here({"max_connections": 3, "max_connections_per_client": 3, "max_body_mb": 1})
     idle = [_connect(server) for _ in range(10)]
     busy: list[socket.socket] = []
     try:
@@ -181,12 +189,15 @@ def test_past_the_connection_bound_idle_ones_make_room_and_busy_ones_get_a_json_
 
 
 # -- 3. chunked multipart spooled to disk ------------------------------------------------------------------
-def test_a_chunked_multipart_upload_is_cut_at_max_body_mb_in_memory(start: Start, tmp_path: Path) -> None:
+def test_a_chunked_multipart_upload_is_cut_at_max_body_mb_in_memory(serve_here: ServeHere, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The file part of a chunked multipart upload was written to a temp file without limit (314 MB before
     the 413). Now the 413 comes once http.max_body_mb has streamed, and no file is ever opened for it."""
     spool = tmp_path / "spool"
     spool.mkdir()
-    server = start({"max_body_mb": 1}, env={"TMPDIR": str(spool)})
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))  # where a spooled part would go (TMPDIR, in-process)
+    server = serve_here({"max_body_mb": 1})
+    already = set(_open_files(os.getpid()))  # this process's own (pytest's capture files are deleted temp files)
     chunk = bytes(256 * 1024)
     temp_files: list[str] = []
     with _connect(server) as sock:
@@ -201,19 +212,30 @@ def test_a_chunked_multipart_upload_is_cut_at_max_body_mb_in_memory(start: Start
             sock.sendall(b"%x\r\n%s\r\n" % (len(part + chunk), part + chunk) if sent == 0 else
                          b"%x\r\n%s\r\n" % (len(chunk), chunk))
             if sent == 4 * 2**20:
-                temp_files = [os.readlink(fd) for fd in Path(f"/proc/{server.proc.pid}/fd").iterdir()
-                              if str(spool) in os.readlink(fd) or "(deleted)" in os.readlink(fd)]
+                temp_files = [link for link in set(_open_files(os.getpid())) - already
+                              if str(spool) in link or "(deleted)" in link]
         answer = _whole_answer(sock)
     assert answer.startswith("HTTP/1.1 413") and "http.max_body_mb (1 MB)" in answer, answer[:300]
     assert sent < 16 * 2**20, f"the 413 came after {sent / 2**20:.0f} MB"
     assert temp_files == [] and list(spool.iterdir()) == []
 
 
+def _open_files(pid: int) -> list[str]:
+    """What the process's descriptors point at now (one may close while they are read)."""
+    links = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except FileNotFoundError:
+            continue
+    return links
+
+
 # -- 4. bodies held before admission -----------------------------------------------------------------------
-def test_a_body_without_room_is_refused_before_it_is_read(start: Start) -> None:
+def test_a_body_without_room_is_refused_before_it_is_read(serve_here: ServeHere) -> None:
     """Bodies were read whole before the queue could refuse them. Each now sets its Content-Length aside in
     http.max_bodies_mb first: without room, a 503 before the body is read (no 100 Continue is sent)."""
-    server = start({"max_body_mb": 2, "max_bodies_mb": 3})
+    server = serve_here({"max_body_mb": 2, "max_bodies_mb": 3})
     size = 2 * 2**20
     with _connect(server) as first, _connect(server) as second:
         first.sendall(_head("POST", "/v1/stylize", length=size,
@@ -284,9 +306,10 @@ def _broken_style(random_ir: Path, folder: Path, name: str) -> Path:
     return folder
 
 
-def test_a_broken_style_gets_a_json_503_that_says_why(start: Start, random_ir: Path, tmp_path: Path) -> None:
+def test_a_broken_style_gets_a_json_503_that_says_why(serve_here: ServeHere, random_ir: Path,
+                                                       tmp_path: Path) -> None:
     broken = _broken_style(random_ir, tmp_path / "models" / "broken", "broken")
-    server = start(model={"styles": [str(broken)]})
+    server = serve_here(own=True, model={"styles": [str(broken)]})
     status, headers, body = server.request("/v1/stylize?style=broken", data=_jpeg(), content_type="image/jpeg")
     assert status == 503 and headers["content-type"] == "application/json", body[:300]
     assert "style broken cannot be served now" in _json(body)["detail"] and "OpenVINO" in _json(body)["detail"]
@@ -294,20 +317,19 @@ def test_a_broken_style_gets_a_json_503_that_says_why(start: Start, random_ir: P
     assert 'edge_anime_http_requests_total{route="stylize",status="503"} 1.0' in _metrics(server)
 
 
-def test_a_style_dropped_by_sighup_mid_request_gets_a_json_404(start: Start) -> None:
+def test_a_style_dropped_by_a_reload_mid_request_gets_a_json_404(serve_here: ServeHere,
+                                                                  box: Callable[..., Config]) -> None:
     """The request passed the style check, then a reload dropped its style while its body was on its way:
-    a plain-text 500 with a traceback before."""
-    server = start(model={"styles": ["toon"]})
+    a plain-text 500 with a traceback before. The reload is what SIGHUP runs (`serve`'s handler calls
+    ``HttpState.reload`` in a thread; test_http's SIGHUP test sends the signal itself)."""
+    server = serve_here(own=True, model={"styles": ["toon"]})
     photo = _jpeg()
     with _connect(server) as sock:
         sock.sendall(_head("POST", "/v1/stylize?style=toon", length=len(photo),
                            extra="Content-Type: image/jpeg\r\nExpect: 100-continue\r\n"))
         assert sock.recv(100).startswith(b"HTTP/1.1 100")  # in the handler, past the style check
-        config_path = Path(server.proc.args[-1])  # type: ignore[index]
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-        config["model"].pop("styles")
-        config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        server.proc.send_signal(signal.SIGHUP)
+        dropped = box(http={"port": _port(server)})  # the same config, without model.styles
+        threading.Thread(target=server.app.state.service.reload, args=(dropped,), daemon=True).start()
         end = time.monotonic() + READY_DEADLINE_SECONDS
         while time.monotonic() < end and json.loads(server.request("/v1/styles")[2])["styles"] != ["randgen"]:
             time.sleep(0.1)
@@ -318,8 +340,8 @@ def test_a_style_dropped_by_sighup_mid_request_gets_a_json_404(start: Start) -> 
 
 
 # -- 13. every answer JSON, every answer counted -----------------------------------------------------------
-def test_every_answer_is_json_and_counted(start: Start) -> None:
-    server = start()
+def test_every_answer_is_json_and_counted(serve_here: ServeHere) -> None:
+    server = serve_here()
     def post(kind: str, body: bytes) -> bytes:
         return _head("POST", "/v1/stylize", length=len(body), extra=f"Content-Type: {kind}\r\n") + body
 
@@ -379,10 +401,10 @@ def test_the_page_takes_the_token_and_keeps_it_in_the_browser(start: Start, tmp_
 
 
 # -- 15. web hardening -------------------------------------------------------------------------------------
-def test_host_origin_and_headers_without_a_token(start: Start) -> None:
+def test_host_origin_and_headers_without_a_token(serve_here: ServeHere) -> None:
     """DNS rebinding (a foreign Host), CSRF (a cross-origin multipart POST), and the headers that keep the
     page out of frames and answers from being sniffed into scripts."""
-    server = start({"allowed_hosts": ["kiosk.lan"]})
+    server = serve_here({"allowed_hosts": ["kiosk.lan"]})
     port = _port(server)
     assert server.request("/healthz", headers={"Host": "attacker.example"})[0] == 400
     status, _, body = server.request("/v1/styles", headers={"Host": f"attacker.example:{port}"})
@@ -406,10 +428,10 @@ def test_host_origin_and_headers_without_a_token(start: Start) -> None:
     assert headers["x-frame-options"] == "DENY" and b"<title>edge-anime</title>" in page
 
 
-def test_readyz_names_nothing_without_the_token_and_bearer_is_case_insensitive(start: Start,
+def test_readyz_names_nothing_without_the_token_and_bearer_is_case_insensitive(serve_here: ServeHere,
                                                                                 tmp_path: Path) -> None:
     token = "t" * 24
-    server = start({"auth_token_file": str(_token_file(tmp_path, token))})
+    server = serve_here({"auth_token_file": str(_token_file(tmp_path, token))})
     status, _, body = server.request("/readyz")
     assert status == 200 and json.loads(body) == {"status": "ready"}
     status, _, body = server.request("/readyz", headers={"Authorization": f"Bearer {token}"})

@@ -3,15 +3,22 @@
 Why Starlette on uvicorn and not FastAPI: six routes, raw bodies and one multipart field need no request
 models or generated schema, and Starlette is what FastAPI is built on, so the install stays small (the
 ``http`` extra: starlette, uvicorn, python-multipart). Inference never runs on the event loop: each request
-is one ``Stylizer.run`` call in a worker thread, so many requests overlap on the engine's async requests
-exactly as the files of a batch do.
+is one ``Stylizer.run_encoded`` call in a worker thread, so many requests overlap on the engine's async
+requests exactly as the files of a batch do.
 
-Every limit is checked before work starts, and every answer is JSON and counted (``front``): the connection
-(``connections``: header deadline, connection bounds), the Host and the origin, the token, the body's size
-(from Content-Length, then while it streams) and the room for it among all bodies in memory (``body``), its
-type, the picture's pixel count from its header (before decoding), and the queue (503 with Retry-After when
-``http.max_queue`` requests already wait for the engine). Uploaded names never become paths and nothing of an
-upload touches the disk; responses carry no EXIF at all, so no GPS position either.
+One door for pictures: an upload is checked by the decoder's own header read (``decode_header``: its format
+allow-list, ``image.max_pixels``, a JPEG's scans) and answered with the bytes ``Stylizer.run_encoded`` makes
+by the file path's encoder and ``output`` settings, so the same photo and config give the same bytes over
+HTTP as from `edge-anime stylize` (transparency flattened on white for JPEG, 4:4:4 chroma at quality >= 90,
+ICC kept, EXIF as ``output.keep_exif``/``strip_gps`` say, ``format: same`` the upload's own format). What a
+failure means to the client is read from its type in the error taxonomy (``_fault``), never from its text.
+
+Every limit is checked before work starts, and every answer is JSON, counted and logged once (``front``):
+the connection (``connections``: header deadline, connection bounds), the Host and the origin, the token, the
+body's size (from Content-Length, then while it streams) and the room for it among all bodies in memory
+(``body``), its type, the picture's header (before decoding), and the queue (503 with Retry-After when
+``http.max_queue`` requests already wait for the engine). An upload's file name is only ever a label in
+error messages, never a path, and nothing of an upload touches the disk.
 """
 from __future__ import annotations
 
@@ -20,16 +27,14 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import io
 import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
-from typing import Any
+from pathlib import Path
 
 import anyio
-from PIL import Image
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -40,8 +45,10 @@ from starlette.routing import Route
 
 from ..config import Config
 from ..errors import InputError, TransientError, UserError
-from ..stylizer import Stylizer, StylizerClosed
-from .body import BodyBudget, Reservation, declared_length, read_upload
+from ..imaging.decoder import decode_header
+from ..imaging.encoder import EXT_BY_CONFIG_FORMAT
+from ..stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
+from .body import BodyBudget, Reservation, Upload, declared_length, read_upload
 from .connections import ConnectionGuard
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 from .front import Front, own_names
@@ -49,7 +56,7 @@ from .token import read_token
 
 log = logging.getLogger("edge_anime.http")
 
-FORMATS = {"jpeg": ("JPEG", "image/jpeg"), "png": ("PNG", "image/png"), "webp": ("WEBP", "image/webp")}
+FORMATS = (*EXT_BY_CONFIG_FORMAT, "same")  # what ?format= and output.format take
 REQUEST_BUCKETS_SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -171,36 +178,15 @@ class HttpState:
                             "Bearer TOKEN'", headers={"WWW-Authenticate": "Bearer"})
 
 
-def _check_header(data: bytes, config: Config) -> None:
-    """422 from the picture's header alone, before any pixel is decoded; 400 is left to the decoder."""
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            width, height = im.size
-    except Exception:  # noqa: BLE001 - whatever it is, the decoder will name it in its 400
-        return
-    if width * height > config.image.max_pixels:
-        raise HttpError(422, "too many pixels", f"{width}x{height} is {width * height} pixels, over "
-                        f"image.max_pixels={config.image.max_pixels}")
-
-
-def _encode(image: Image.Image, fmt: str, quality: int) -> bytes:
-    pil_format, _ = FORMATS[fmt]
-    if pil_format == "JPEG" and image.mode != "RGB":
-        image = image.convert("RGB")  # JPEG has no alpha: the picture's own colours, flattened
-    buffer = io.BytesIO()
-    image.save(buffer, format=pil_format, quality=quality)
-    return buffer.getvalue()
-
-
 def _server_timing(timings_s: dict[str, float]) -> str:
     return ", ".join(f"{stage};dur={seconds * 1000:.1f}" for stage, seconds in timings_s.items() if seconds > 0)
 
 
 def _format_for(request: Request, config: Config) -> str:
-    fmt = request.query_params.get("format") or config.output.format
-    fmt = "jpeg" if fmt == "same" else fmt.lower()
+    """``?format=``, else ``output.format``; ``same`` is the upload's own format, as for files."""
+    fmt = (request.query_params.get("format") or config.output.format).lower()
     if fmt not in FORMATS:
-        raise HttpError(400, "bad format", f"format={fmt}: expected one of {', '.join(FORMATS)}")
+        raise HttpError(400, "bad format", f"format={fmt[:40]}: expected one of {', '.join(FORMATS)}")
     return fmt
 
 
@@ -216,11 +202,12 @@ def _page_csp(page: str) -> str:
 
 
 def _fault(exc: Exception, style: str, stylizer: Stylizer | None) -> HttpError:
-    """What a failure of the work means to the client: the input's fault (400/422), a style a reload dropped
-    while the request was on its way (404), or the box's fault, said as such (503): never a bare 500."""
+    """What a failure of the work means to the client, from its type in the error taxonomy (never its text):
+    the picture's fault (``InputError``: 422, the decoder's or the planner's message, as the file path says
+    it), a style a reload dropped while the request was on its way (404), or the box's fault, said as such
+    (503): never a bare 500."""
     if isinstance(exc, InputError):
-        status = 422 if exc.stage == "plan" or "max_pixels" in str(exc) else 400
-        return HttpError(status, "not a picture it can stylize" if status == 400 else "over a limit", str(exc))
+        return HttpError(422, "cannot stylize this picture", str(exc))
     if stylizer is not None and style not in stylizer.styles:
         return HttpError(404, "unknown style", f"style={style} was dropped by a reload while this request was on "
                          f"its way; this box serves {', '.join(stylizer.styles)}")
@@ -257,19 +244,18 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         reservation = service.bodies.reserve(limit_bytes if declared is None else declared)
         handed_over = False
         try:
-            data = await _receive(request, config, limit_bytes)
-            reservation.shrink(len(data))
-            _check_header(data, config)
+            upload = await _receive(request, config, limit_bytes)
+            reservation.shrink(len(upload.data))
+            await _check_header(upload, stylizer)
             service.admit()
             handed_over = True  # from here the work's thread releases the body's share, when it is done
-            image, timings_s = await _work(service, stylizer, config, data, style, reservation)
+            encoded = await _work(service, stylizer, config, upload, style, fmt, reservation)
         finally:
             if not handed_over:
                 reservation.release()
-        del data  # its share of http.max_bodies_mb is free: so is its memory
-        body = await anyio.to_thread.run_sync(_encode, image, fmt, config.output.quality)
-        return Response(body, media_type=FORMATS[fmt][1],
-                        headers={"Server-Timing": _server_timing(timings_s), "Cache-Control": "no-store"})
+        del upload  # its share of http.max_bodies_mb is free: so is its memory
+        return Response(encoded.data, media_type=encoded.media_type,
+                        headers={"Server-Timing": _server_timing(encoded.timings_s), "Cache-Control": "no-store"})
 
     async def styles(request: Request) -> Response:
         service.authorize(request)
@@ -328,7 +314,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     return app
 
 
-async def _receive(request: Request, config: Config, limit_bytes: int) -> bytes:
+async def _receive(request: Request, config: Config, limit_bytes: int) -> Upload:
     """The upload within ``http.request_timeout_seconds``: a client that stalls mid-upload holds a
     connection and its body's share of the budget, never an engine slot, and not for long (408)."""
     try:
@@ -339,23 +325,33 @@ async def _receive(request: Request, config: Config, limit_bytes: int) -> bytes:
                         f"({config.http.request_timeout_seconds:g} s)") from None
 
 
-async def _work(service: HttpState, stylizer: Stylizer, config: Config, data: bytes, style: str,
-                reservation: Reservation) -> tuple[Image.Image, dict[str, float]]:
-    """The picture and its timings, from a worker thread; 504 past the timeout, the picture still finished in
-    the background (its queue slot and its body's share freed then: the engine and the memory are busy until
-    then). Only the picture comes back: the job's result also holds the body."""
+async def _check_header(upload: Upload, stylizer: Stylizer) -> None:
+    """422 from the picture's header alone, before it takes a queue slot: the decoder's own check (its format
+    allow-list, ``image.max_pixels``, a JPEG's scans) with its own message, naming the upload. In a thread:
+    counting a large progressive JPEG's scans takes milliseconds."""
+    label = Path(upload.name) if upload.name else MEMORY_LABEL
+    try:
+        await anyio.to_thread.run_sync(lambda: decode_header(label, stylizer.config.image, data=upload.data))
+    except InputError as exc:
+        raise _fault(exc, "", stylizer) from None
+
+
+async def _work(service: HttpState, stylizer: Stylizer, config: Config, upload: Upload, style: str, fmt: str,
+                reservation: Reservation) -> Encoded:
+    """The encoded picture, from a worker thread; 504 past the timeout, the picture still finished in the
+    background (its queue slot and its body's share freed then: the engine and the memory are busy until
+    then)."""
     outcome: dict[str, Exception] = {}
 
-    def work() -> Any:
+    def work() -> Encoded | None:
         try:
             try:
-                result = stylizer.run(data, style=style)
+                return stylizer.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style)
             except StylizerClosed:  # a reload swapped it out between admission and here
                 current = service.stylizer
                 if current is None:
                     raise
-                result = current.run(data, style=style)
-            return result.image, result.timings_s
+                return current.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style)
         except Exception as exc:  # noqa: BLE001 - judged by _fault on the event loop, never a bare 500
             outcome["error"] = exc
             return None
@@ -375,8 +371,8 @@ async def _work(service: HttpState, stylizer: Stylizer, config: Config, data: by
         if not isinstance(error, (InputError, UserError, TransientError, StylizerClosed)):
             raise error  # a bug: Front logs it with its traceback and answers a JSON 500
         raise _fault(error, style, service.stylizer)
-    image, timings_s = done
-    return image, timings_s
+    assert done is not None
+    return done
 
 
 async def _not_found(_request: Request, _exc: Exception) -> Response:

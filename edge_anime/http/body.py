@@ -11,12 +11,20 @@ any of them. Each request now sets its body's size aside before reading a byte (
 ``http.max_body_mb`` when chunked), and gets a 503 with Retry-After when the bodies of all requests together
 would pass ``http.max_bodies_mb``; a client that sends ``Expect: 100-continue`` then never sends the body.
 Once the last body is released the allocator's free pages go back to the system (``memory``).
+
+A raw body is taken whatever its image type says, and also as ``application/octet-stream``, without a type,
+and as ``application/x-www-form-urlencoded``: that is what ``curl --data-binary @photo.jpg URL`` sends when
+told nothing, and its bytes are a picture, never form fields. The decoder sniffs the format from the bytes
+either way (its allow-list decides, not the label). A multipart file part's name travels with the bytes, only
+ever as a label in error messages (``upload_name``), never as a path.
 """
 from __future__ import annotations
 
 import io
 import threading
+import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -26,6 +34,10 @@ from . import memory
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 
 MAX_PARTS = 4  # the page sends one part; a form with a field or two beside the file is still served
+MAX_NAME_CHARS = 120  # an upload's file name, as far as error messages repeat it
+# Raw-body types taken as a picture: curl's default for --data-binary, and what a client sends that does not
+# know (or will not say) which image type it has; the decoder reads the format from the bytes.
+RAW_TYPES = frozenset({"", "application/octet-stream", "application/x-www-form-urlencoded"})
 TRIM_DELAY_SECONDS = 1.0  # after the last body is released: the handlers drop their references meanwhile
 
 
@@ -100,20 +112,44 @@ def declared_length(request: Request, limit_bytes: int) -> int | None:
     return int(value)
 
 
-async def read_upload(request: Request, limit_bytes: int) -> bytes:
-    """A raw ``image/*`` body or the ``file`` part of a multipart form (its file name is never used), in
-    memory; 413 as soon as more than ``limit_bytes`` have come, whatever the encoding."""
+@dataclass
+class Upload:
+    """The picture's bytes and, from a multipart part, its file name (``upload_name``), or None."""
+
+    data: bytes
+    name: str | None = None
+
+
+def upload_name(raw: bytes | None) -> str | None:
+    """A multipart ``filename`` as a label for error messages: its last path component (a browser may send a
+    whole path), without control characters, at most ``MAX_NAME_CHARS``; None when nothing is left. Never a
+    path: nothing of an upload is written anywhere."""
+    if not raw:
+        return None
+    text = raw.decode("utf-8", errors="replace").replace("\\", "/").rsplit("/", 1)[-1]
+    text = "".join(c for c in text if unicodedata.category(c)[0] != "C").strip()
+    if len(text) > MAX_NAME_CHARS:
+        text = text[:MAX_NAME_CHARS - 3] + "..."
+    return text or None
+
+
+async def read_upload(request: Request, limit_bytes: int) -> Upload:
+    """A raw body (see the module docstring for its types) or the ``file`` part of a multipart form, in
+    memory; 413 as soon as more than ``limit_bytes`` have come, whatever the encoding; 415 for any other
+    type, with a request that works."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind.startswith("image/"):
+    if kind.startswith("image/") or kind in RAW_TYPES:
         buffer = io.BytesIO()  # grows in place; getvalue() hands its bytes over without a copy
         await _stream(request, limit_bytes, buffer.write)
-        return buffer.getvalue()
+        return Upload(buffer.getvalue())
     if kind == "multipart/form-data":
         form = FilePart(request.headers.get("content-type", ""))
         await _stream(request, limit_bytes, form.feed)
-        return form.finish()
-    raise HttpError(415, "unsupported type", f"Content-Type {kind or '(none)'}: send the picture as image/* "
-                    "(raw body) or multipart/form-data with a field 'file'")
+        return Upload(form.finish(), upload_name(form.filename))
+    url = f"{request.base_url}v1/stylize"
+    raise HttpError(415, "unsupported type", f"Content-Type {kind}: send the picture as the body (any image/* "
+                    f"type, or application/octet-stream), e.g. curl --data-binary @photo.jpg {url} -o out.jpg, "
+                    f"or as multipart/form-data with a field 'file', e.g. curl -F file=@photo.jpg {url} -o out.jpg")
 
 
 async def _stream(request: Request, limit_bytes: int, sink: Callable[[bytes], object]) -> None:
@@ -134,6 +170,7 @@ class FilePart:
         if not boundary:
             raise HttpError(400, "bad multipart", "the multipart Content-Type has no boundary")
         self.data: io.BytesIO | None = None
+        self.filename: bytes | None = None  # the file part's, as sent
         self._parts = 0
         self._in_file = self._ended = False
         self._name = self._value = self._disposition = b""
@@ -177,10 +214,12 @@ class FilePart:
         self._name = self._value = b""
 
     def _headers_finished(self) -> None:
-        if parse_options_header(self._disposition)[1].get(b"name") == b"file":
+        options = parse_options_header(self._disposition)[1]
+        if options.get(b"name") == b"file":
             if self.data is not None:
                 raise HttpError(400, "bad multipart", "two fields named 'file'; send one picture per request")
             self.data, self._in_file = io.BytesIO(), True
+            self.filename = options.get(b"filename")
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._in_file and self.data is not None:
@@ -190,4 +229,5 @@ class FilePart:
         self._ended = True
 
 
-__all__ = ["BodyBudget", "FilePart", "Reservation", "declared_length", "read_upload", "too_large"]
+__all__ = ["BodyBudget", "FilePart", "Reservation", "Upload", "declared_length", "read_upload", "too_large",
+           "upload_name"]

@@ -1,10 +1,14 @@
 """The door every request passes: refusals before any route, web hardening headers, JSON for every error,
-and one count per answer.
+and one count and one access-log line per answer.
 
 Why one pure ASGI middleware and not Starlette's TrustedHostMiddleware and ``exception_handlers``: those
 answer in plain text, and an answer made outside the routes was never counted in
 ``edge_anime_http_requests_total`` (issue 28). Here every answer, the refusals and the bugs included, is
 JSON, carries the same headers and is counted once, under its route.
+
+The access log (logger ``edge_anime.http.access``, INFO, through the service's handler and form): method,
+path, status, bytes of the answer's body, milliseconds, client address; in the JSON form the same as fields.
+Never a query string, a header (the token) or a byte of a body.
 
 The refusals, in order:
 - a connection opened over ``http.max_connections`` with nothing idle to close (``ConnectionGuard``): 503;
@@ -31,9 +35,11 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..service.logs import FIELDS_ATTR
 from .errors import RETRY_AFTER_SECONDS, HttpError
 
 log = logging.getLogger("edge_anime.http")
+access_log = logging.getLogger("edge_anime.http.access")
 
 ROUTES = {"/v1/stylize": "stylize", "/v1/styles": "styles", "/healthz": "healthz", "/readyz": "readyz",
           "/metrics": "metrics", "/": "page"}
@@ -117,6 +123,17 @@ async def drain(receive: Receive, limit_bytes: int, seconds: float) -> None:
                 return
 
 
+def _access(scope: Scope, status: int, sent_bytes: int, seconds: float) -> None:
+    """One access-log line (see the module docstring); its arguments are escaped by the service's formatter,
+    so a path cannot forge a line."""
+    client = scope.get("client")
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    method, path, ms = scope.get("method", "-"), scope.get("path", "-"), seconds * 1000
+    access_log.info("%s %s %d %d B %.1f ms %s", method, path, status, sent_bytes, ms, who,
+                    extra={FIELDS_ATTR: {"method": method, "path": path, "status": status, "bytes": sent_bytes,
+                                         "ms": round(ms, 1), "client": who}})
+
+
 class Front:
     """The middleware: see the module docstring. ``count(route, status, seconds)`` records every answer;
     ``refused(client)`` says whether the connection layer refused this connection; ``limits()`` gives the
@@ -132,7 +149,7 @@ class Front:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 0
+        status = sent_bytes = 0
         body_done = scope.get("method") in SAFE_METHODS
 
         async def receive_watched() -> Message:
@@ -142,8 +159,10 @@ class Front:
             return message
 
         async def send_hardened(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
+            nonlocal status, sent_bytes
+            if message["type"] == "http.response.body":
+                sent_bytes += len(message.get("body", b""))
+            elif message["type"] == "http.response.start":
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
@@ -170,7 +189,9 @@ class Front:
                 "please report it"))(scope, receive, send_hardened)
         finally:
             if status:
-                self._count(ROUTES.get(scope.get("path", ""), "other"), status, time.perf_counter() - started)
+                seconds = time.perf_counter() - started
+                self._count(ROUTES.get(scope.get("path", ""), "other"), status, seconds)
+                _access(scope, status, sent_bytes, seconds)
 
     def _refuse(self, scope: Scope) -> None:
         if self._refused(scope.get("client")):
