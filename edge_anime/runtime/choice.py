@@ -37,7 +37,7 @@ from ..models import ModelInfo, resolve_model
 from .engine import Engine, ensure_cache_dir
 from .host import box_key
 from .timing import DEFAULT_SECONDS as PROBE_SECONDS
-from .timing import Candidate, Timing, measure_candidates, native_precisions
+from .timing import Candidate, OnCandidate, Timing, estimate_seconds, measure_candidates, native_precisions
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +216,14 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     else:  # the operator's pin outranks the manifest's quality gate: only the precision is measured, each
         verdicts = {config.model.variant: None}  # still held to the floor by its own loss (``_row``)
     timed = [c for c in candidates if verdicts.get(c.variant) is None]
-    log.info("choice: measuring %s at %dx%d (first start with this CPU, OpenVINO, model, size and settings)",
-             ", ".join(c.label for c in timed), shape[1], shape[0])
+    seconds = seconds if seconds is not None else PROBE_SECONDS
+    log.info("choice: measuring which variant of %s runs fastest on this box: %s at %dx%d, about %s (first start "
+             "with this CPU, OpenVINO, model, size and settings only; pin model.variant and "
+             "device.inference_precision to skip it)", style.name, ", ".join(c.label for c in timed), shape[1],
+             shape[0], _duration(estimate_seconds(len(timed), shape, seconds=seconds)))
     started = time.perf_counter()
-    timings = measure_candidates(style, config.device, timed, shape, core=core,
-                                 seconds=seconds if seconds is not None else PROBE_SECONDS)
+    timings = measure_candidates(style, config.device, timed, shape, core=core, seconds=seconds,
+                                 on_candidate=_progress_line(started, seconds))
     figures = [_row(style, t, verdicts) for t in timings]
     figures += [{"variant": c.variant, "precision": c.precision, "images_per_s": None, "eligible": False,
                  "reason": verdicts[c.variant]} for c in candidates if c not in timed]
@@ -229,8 +232,40 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
         best = {"variant": candidates[0].variant, "precision": candidates[0].precision}  # the first precision
     else:
         best = max(fit, key=lambda f: float(f["images_per_s"]))
-    return Choice(str(best["variant"]), str(best["precision"]), "measured", shape, figures,
-                  probe_s=time.perf_counter() - started, measured_at=_now())
+    choice = Choice(str(best["variant"]), str(best["precision"]), "measured", shape, figures,
+                    probe_s=time.perf_counter() - started, measured_at=_now())
+    log.info("choice: measured in %s: %s", _duration(choice.probe_s), choice.summary())
+    return choice
+
+
+def _progress_line(started: float, seconds: float) -> OnCandidate:
+    """One log line per candidate as it is done with, and what is left: the first start measures for minutes
+    at 1024 px on 2 cores, and a line every 10-20 s is what tells a person it is working, not hung. What is
+    left is re-estimated from what the candidates so far took (builds) and the rounds still owed (``seconds``
+    per candidate whose round was short enough to keep for them)."""
+    kept = 0
+
+    def say(timing: Timing, done: int, total: int) -> None:
+        nonlocal kept
+        label = timing.candidate.label
+        if timing.error:
+            what = f"{label} refused by the plugin ({timing.error})"
+        elif timing.runs_images_per_s:
+            what = f"{label} {timing.images_per_s:.2f} images/s"
+        else:
+            kept += 1
+            what = f"{label} compiled and warmed, timed in the rounds at the end"
+        elapsed = time.perf_counter() - started
+        left = elapsed / done * (total - done) + seconds * kept * total / done
+        log.info("choice: %d of %d: %s (%s so far, about %s left)", done, total, what, _duration(elapsed),
+                 _duration(left))
+
+    return say
+
+
+def _duration(seconds: float) -> str:
+    """``8 s``, ``95 s``, ``3 min``: a person's reading of a wait, not a measurement."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _row(style: ModelInfo, timing: Timing, verdicts: dict[str, str | None]) -> dict[str, Any]:
@@ -299,6 +334,8 @@ def open_engine(config: Config, *, core: ov.Core | None = None) -> tuple[ModelIn
     if pinned and choice.how == "only":
         choice.how = "pinned"
     model = style.with_variant(choice.variant)
+    log.info("engine: compiling %s (%s at %s) for %dx%d pictures", style.name, choice.variant, choice.precision,
+             choice.shape_hw[1], choice.shape_hw[0])
     engine = Engine(model, device_for(choice, config.device), core=core, choice=choice.to_dict())
     return model, engine
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,17 @@ NATIVE_CAPABILITY: dict[str, str] = {"f32": "FP32", "bf16": "BF16", "f16": "FP16
 DEFAULT_SECONDS = 2.0  # per candidate, over all its rounds: "a few seconds" at first start
 DEFAULT_ROUNDS = 2
 DB_CAP = 100.0  # PSNR of identical pictures, so a figure is always a finite number
+# A first guess of how long measuring takes, said before anything is timed (``estimate_seconds``): f32 on a
+# 2-core box runs ~4-5 s per megapixel (README, Full resolution: 4.2-4.7 on the AMX Xeon, 8.7-12.6 on the EPYC),
+# and a compile with its read-back probe ~2 s. A guess, not a promise: the progress lines re-estimate from
+# what each candidate really took.
+GUESS_SECONDS_PER_MEGAPIXEL = 4.5
+GUESS_COMPILE_SECONDS = 2.0
+GUESS_REQUESTS = 2  # THROUGHPUT on 2 cores: two streams, a request each
+
+# Called after each candidate's compile and first round: (its timing so far, how many are done, how many in all).
+# A candidate whose round is short has no figure yet (``runs_images_per_s`` empty): it is timed in the rounds.
+OnCandidate = Callable[["Timing", int, int], None]
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,15 @@ class Timing:
                 "effective_precision": self.effective_precision,
                 "psnr_vs_f32_db": None if self.psnr_vs_f32_db is None else round(self.psnr_vs_f32_db, 2),
                 "error": self.error}
+
+
+def estimate_seconds(count: int, shape_hw: tuple[int, int], *, seconds: float = DEFAULT_SECONDS) -> float:
+    """A first guess of ``measure_candidates``' wall time for ``count`` candidates at ``shape_hw``: per candidate
+    a compile, a warm-up round of requests, then a timed run of ``seconds`` or one more round if that is longer
+    (the guesses are ``GUESS_*`` above; f32's cost, so it errs long where bf16 or INT8 run faster)."""
+    megapixels = shape_hw[0] * shape_hw[1] / 1e6
+    round_s = GUESS_REQUESTS * megapixels * GUESS_SECONDS_PER_MEGAPIXEL
+    return count * (GUESS_COMPILE_SECONDS + round_s + max(seconds, round_s))
 
 
 def native_precisions(core: ov.Core, device_name: str = "CPU") -> list[str]:
@@ -140,7 +160,8 @@ def _record(timing: Timing, done: int, wall: float) -> None:
 
 def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequence[Candidate],
                        shape_hw: tuple[int, int], *, seconds: float = DEFAULT_SECONDS,
-                       rounds: int = DEFAULT_ROUNDS, core: ov.Core | None = None) -> list[Timing]:
+                       rounds: int = DEFAULT_ROUNDS, core: ov.Core | None = None,
+                       on_candidate: OnCandidate | None = None) -> list[Timing]:
     """Time every candidate at ``shape_hw`` (H, W) for ``seconds`` each, in ``rounds`` alternating runs.
 
     Each candidate's engine is built once (compile, then one untimed round of requests: the first
@@ -150,30 +171,21 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
     next is built: candidates that slow differ by far more than the noise, the first start does not take
     minutes, and only one candidate's activations are alive at a time.
     A bf16/f16 candidate's picture is compared with the same IR's at f32 (``psnr_vs_f32_db``), so the
-    quality floor can count what the precision costs, not only what the IR's manifest says."""
+    quality floor can count what the precision costs, not only what the IR's manifest says.
+    ``on_candidate`` hears of each candidate as it is done with (compiled, warmed, timed at once when slow):
+    at 1024 px on a busy 2-core box that is every 10-20 s, where the whole measurement takes minutes."""
     core = core if core is not None else ov.Core()
     picture = probe_picture(*shape_hw)
     timings = {c: Timing(c) for c in candidates}
     engines: dict[Candidate, Engine] = {}  # kept for the alternating rounds
     outputs: dict[Candidate, np.ndarray] = {}
-    for candidate in candidates:
-        timing = timings[candidate]
-        try:
-            model = style.with_variant(candidate.variant)
-            engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}),
-                            core=core)
-            _, wall, outputs[candidate] = run_for(engine, picture, seconds=0.0)  # compile, warm every request
-        except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
-            timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            continue
-        timing.effective_precision = str(engine.effective.get("INFERENCE_PRECISION_HINT"))
-        if wall > seconds / max(1, rounds):
-            # One round outlasts a run's share: time it once now and let its memory go (at 1024 px each
-            # stream holds ~1 GB of f32 activations; several candidates alive at once would not fit a box).
-            _record(timing, *run_for(engine, picture, seconds=0.0)[:2])
-            del engine
-        else:
+    for number, candidate in enumerate(candidates, start=1):
+        engine = _build(style, device, candidate, timings[candidate], picture, outputs, core=core,
+                        seconds=seconds / max(1, rounds))
+        if engine is not None:
             engines[candidate] = engine
+        if on_candidate is not None:
+            on_candidate(timings[candidate], number, len(candidates))
     for index in range(rounds):
         order = list(engines) if index % 2 == 0 else list(reversed(engines))
         for candidate in order:
@@ -184,3 +196,23 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
             timings[candidate].psnr_vs_f32_db = psnr_db(output, reference)
     engines.clear()
     return [timings[c] for c in candidates]
+
+
+def _build(style: ModelInfo, device: DeviceSection, candidate: Candidate, timing: Timing, picture: np.ndarray,
+           outputs: dict[Candidate, np.ndarray], *, core: ov.Core, seconds: float) -> Engine | None:
+    """Compile ``candidate`` and run one untimed round; returns its engine to keep for the alternating rounds,
+    or None when it was refused (``timing.error``) or was slow enough to be timed here and dropped."""
+    try:
+        model = style.with_variant(candidate.variant)
+        engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}), core=core)
+        _, wall, outputs[candidate] = run_for(engine, picture, seconds=0.0)  # compile, warm every request
+    except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
+        timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return None
+    timing.effective_precision = str(engine.effective.get("INFERENCE_PRECISION_HINT"))
+    if wall > seconds:
+        # One round outlasts a run's share: time it once now and let its memory go (at 1024 px each
+        # stream holds ~1 GB of f32 activations; several candidates alive at once would not fit a box).
+        _record(timing, *run_for(engine, picture, seconds=0.0)[:2])
+        return None
+    return engine
