@@ -3,16 +3,25 @@
 Every input is tried even when others fail; the failures are listed at the end, one line each with the
 reason, and the exit status is 1 (70 when one of them was a bug, 78 for a bad config or model, before any
 work starts). Output names follow ``output.name_template``; a name already taken (on disk or by another
-input of the same batch) gets ``-1``, ``-2``... as in the watch folder, so nothing is overwritten.
+input of the same batch) gets ``-1``, ``-2``... as in the watch folder, so nothing is overwritten, and one
+line at the end says which outputs got such a name and why. ``--overwrite`` replaces an existing output of
+the same name instead (temp then rename, as every write), never an input of the same run.
+
+What it is doing is said on stderr as it happens, through the project's logging (``console_log``): the
+first start on a box measures which variant runs fastest for a minute or more, and compiling follows.
+Output folders this run made and left empty (every input in them failed, or the start failed) are removed
+at the end; a folder that existed before is never touched.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +44,11 @@ if TYPE_CHECKING:
     from ..pipeline import Job, JobResult
     from ..video.job import ClipResult
 
+NAMES_SHOWN = 5  # outputs named in the end line about suffixed or replaced names; the rest are counted
+# The loggers whose INFO lines stylize shows: what the first start does for minutes (measure, compile).
+TALKING = ("edge_anime.runtime.choice",)
+
+
 @dataclass(frozen=True)
 class Source:
     """One input file and the sub-folder (relative to the folder it was found in) mirrored under -o."""
@@ -56,7 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "structure is mirrored under DIR")
     parser.add_argument("--style", default=None, metavar="NAME",
                         help="one of the styles the config serves (model.path, model.styles); default: model.path")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing output of the same name in DIR (atomically) instead of writing "
+                             "NAME-1, NAME-2...; an input of this run is never replaced")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar and no progress lines (warnings and errors still show)")
 
 
 def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter) -> list[Source]:
@@ -98,21 +116,144 @@ def collect_sources(inputs: Sequence[str], *, recursive: bool,
     return list(unique.values()), problems
 
 
-def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path]) -> Path:
-    """The first free output path for ``source``: not on disk and not given to an earlier input of the batch.
+@dataclass(frozen=True)
+class Planned:
+    """Where one input's output goes, and why that is not the template's own name when it is not."""
+
+    dst: Path
+    wanted: Path  # the name the template gives (its first candidate)
+    taken_by: str | None = None  # when dst is not wanted: "it exists" or "another input of this run"
+    replaces: bool = False  # --overwrite: dst exists now and is replaced
+
+
+def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path],
+                overwrite: bool = False, inputs: frozenset[Path] = frozenset()) -> Planned:
+    """The first free output path for ``source``: not given to an earlier input of the batch and, unless
+    ``overwrite``, not on disk. With ``overwrite`` an existing file may be replaced, but never a folder nor
+    one of the run's ``inputs`` (resolved paths): a template of ``{name}`` would otherwise write over the photo.
 
     The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
     """
     folder = out_dir / source.subdir
+    template, ext = config.output.name_template, naming.output_extension(config, source.path)
 
     def free(name: str) -> bool:
-        return folder / name not in taken and not os.path.lexists(folder / name)
+        path = folder / name
+        if path in taken or not os.path.lexists(path):
+            return path not in taken
+        return overwrite and not path.is_dir() and path.resolve() not in inputs
 
-    name = naming.free_output_name(config.output.name_template, source_name=source.path.name, style=style,
-                                   ext=naming.output_extension(config, source.path), is_free=free)
+    name = naming.free_output_name(template, source_name=source.path.name, style=style, ext=ext, is_free=free)
     path = naming.child(folder, name)
+    wanted = naming.child(folder, naming.output_name(template, source_name=source.path.name, style=style,
+                                                     ext=ext, n=0, max_bytes=naming.OUTPUT_MAX_BYTES))
     taken.add(path)
-    return path
+    if path != wanted:
+        return Planned(path, wanted, "another input of this run" if wanted in taken else "it exists")
+    return Planned(path, wanted, replaces=os.path.lexists(path))
+
+
+class MadeFolders:
+    """The output folders this run creates, so the ones it leaves empty can go again (``remove_empty``).
+
+    Made level by level from the deepest folder that already exists: only what this run made is recorded,
+    so a folder that existed before the run is never removed, empty or not."""
+
+    def __init__(self) -> None:
+        self.made: list[Path] = []
+
+    def make(self, folder: Path) -> None:
+        """``mkdir -p``, recording each level made here; raises OSError as mkdir does."""
+        missing = []
+        for level in [folder, *folder.parents]:
+            if os.path.lexists(level):
+                break
+            missing.append(level)
+        for level in reversed(missing):
+            try:
+                level.mkdir()
+            except FileExistsError:  # made meanwhile by someone else: theirs, not ours
+                continue
+            self.made.append(level)
+
+    def remove_empty(self) -> None:
+        """rmdir every folder made here that is still empty, deepest first; one with anything in it stays
+        (rmdir refuses it), and so does its parent."""
+        for folder in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _names_lines(planned: list[Planned], results: list[JobResult | ClipResult]) -> list[str]:
+    """The lines that say where an output was not written under the template's own name, or replaced a
+    file: a person looking for ``a_toon.jpg`` finds ``a_toon-1.jpg`` without being surprised."""
+    written = [plan for plan, result in zip(planned, results) if result.ok]
+    renamed = [p for p in written if p.taken_by]
+    replaced = [p for p in written if p.replaces]
+    lines = []
+    if renamed:
+        shown = ", ".join(f"{p.dst.name} ({p.wanted.name}: {p.taken_by})" for p in renamed[:NAMES_SHOWN])
+        more = f" and {len(renamed) - NAMES_SHOWN} more" if len(renamed) > NAMES_SHOWN else ""
+        lines.append(f"{len(renamed)} written under a suffixed name because the name was taken: {shown}{more}"
+                     + ("; --overwrite replaces existing files instead" if any(
+                         p.taken_by == "it exists" for p in renamed) else ""))
+    if replaced:
+        shown = ", ".join(p.dst.name for p in replaced[:NAMES_SHOWN])
+        more = f" and {len(replaced) - NAMES_SHOWN} more" if len(replaced) > NAMES_SHOWN else ""
+        lines.append(f"{len(replaced)} existing file(s) replaced (--overwrite): {shown}{more}")
+    return lines
+
+
+class _ConsoleFormatter(logging.Formatter):
+    """Progress as plain lines (``choice: measuring ...``), warnings and errors with their level in front,
+    each argument escaped as in the service's log (``service.logs.escaped``): one line per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from ..service.logs import escaped
+
+        text = escaped(record).getMessage()
+        return text if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {text}"
+
+
+@contextlib.contextmanager
+def console_log(*, quiet: bool) -> Iterator[None]:
+    """stylize's own log on stderr for the length of the command: the progress lines of ``TALKING`` (the
+    variant measurement, compiling) and every warning of edge_anime; with ``quiet``, warnings only.
+    Everything is put back afterwards, so a caller of ``main()`` (tests, an embedder) keeps its logging."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ConsoleFormatter())
+    handler.addFilter(lambda r: r.levelno >= logging.WARNING or (not quiet and r.name in TALKING))
+    package = logging.getLogger("edge_anime")
+    talkers = [logging.getLogger(name) for name in TALKING]
+    levels = [t.level for t in talkers]
+    package.addHandler(handler)
+    if not quiet:
+        for talker in talkers:
+            talker.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        for talker, level in zip(talkers, levels):
+            talker.setLevel(level)
+
+
+def _unknown_style(style: str, specs: dict[str, str], config: Config) -> str:
+    """``--style`` names no served style: the served ones, and the closest served or installed name."""
+    from ..config import close_matches
+    from ..models import style_names
+
+    served = list(specs)
+    installed = [n for n in style_names(list(config.model.dirs)) if n not in served]
+    message = f"--style {style}: not served by {config.source}; expected one of {', '.join(served)}"
+    if style in installed:
+        return f"{message}; {style} is installed: add it to model.styles to serve it"
+    close = close_matches(style, served + installed)
+    if close and close[0] in served:
+        return f"{message}; did you mean '{close[0]}'?"
+    if close:
+        return f"{message}; did you mean '{close[0]}'? It is installed: add it to model.styles to serve it"
+    return f"{message} (add another style to model.styles)"
 
 
 def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult | ClipResult]:
@@ -146,6 +287,15 @@ def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with console_log(quiet=args.quiet):
+        folders = MadeFolders()
+        try:
+            return _run(args, folders)
+        finally:
+            folders.remove_empty()
+
+
+def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     from ..config import load_config
     from ..pipeline import Job
     from ..stylizer import style_specs
@@ -154,8 +304,7 @@ def run(args: argparse.Namespace) -> int:
     specs = style_specs(config)  # every style served, resolved: a missing one names its key here
     style = args.style or next(iter(specs))
     if style not in specs:
-        raise UserError(f"--style {style}: not served by {config.source}; expected one of {', '.join(specs)} "
-                        "(add it to model.styles)")
+        raise UserError(_unknown_style(style, specs, config))
     try:
         naming.check_style(config.output.name_template, style)
     except naming.UnsafeNameError as exc:
@@ -164,17 +313,18 @@ def run(args: argparse.Namespace) -> int:
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        folders.make(out_dir)
     except OSError as exc:
         print(f"edge-anime stylize: error: {out_dir}: cannot create the output folder: {exc.strerror}",
               file=sys.stderr)
         return EXIT_USAGE
     taken: set[Path] = set()
-    jobs = []
-    for source in sources:
-        dst = output_path(source, out_dir, config, style=style, taken=taken)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        jobs.append(Job(src=source.path, dst=dst))
+    inputs = frozenset(source.path.resolve() for source in sources)
+    planned = [output_path(source, out_dir, config, style=style, taken=taken, overwrite=args.overwrite,
+                           inputs=inputs) for source in sources]
+    for plan in planned:
+        folders.make(plan.dst.parent)
+    jobs = [Job(src=source.path, dst=plan.dst) for source, plan in zip(sources, planned)]
     progress = not args.quiet and sys.stderr.isatty()
     results = _stylize_all(config, jobs, style=style, progress=progress) if jobs else []
     failures = list(problems)
@@ -186,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
             bugs += is_bug
     done = sum(r.ok for r in results)
     print(f"stylized {done} of {len(results) + len(problems)} input(s) into {out_dir}")
+    for line in _names_lines(planned, results):
+        print(line)
     if not jobs and not problems:
         print("edge-anime stylize: no image files found in the inputs given", file=sys.stderr)
         return EXIT_FAILURES
