@@ -196,8 +196,9 @@ def cached_choice(config: Config, style: ModelInfo, *, core: ov.Core | None = No
     if found is not None:
         return found
     labels = ", ".join(c.label for c in candidates)
-    return (f"not measured on this box yet: the next start times {labels} at {shape[1]}x{shape[0]} for a few "
-            "seconds each and keeps the fastest (pin model.variant and device.inference_precision to skip it)")
+    about = _duration(estimate_seconds(len(candidates), shape))
+    return (f"not measured on this box yet: the next start times {labels} at {shape[1]}x{shape[0]}, about "
+            f"{about} in all, and keeps the fastest (pin model.variant and device.inference_precision to skip it)")
 
 
 def decision_path(config: Config, style: ModelInfo, shape: tuple[int, int]) -> Path | None:
