@@ -42,6 +42,7 @@ from .fsutil import write_atomic
 from .imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
 from .imaging.encoder import FORMAT_BY_EXT
 from .imaging.palette import apply_palette
+from .imaging.tiling import pad_to
 from .imaging.tone import restore_tone
 from .inputs import read_regular
 from .models import ModelInfo, PaletteSpec, ToneSpec
@@ -112,6 +113,7 @@ class _Work:
     queue_id: int = 0
     data: bytes | None = field(default=None, repr=False)  # the file's bytes, read on the decode lane
     heavy: bool = False  # on the heavy decode lane (Pipeline._to_heavy_lane)
+    feed: np.ndarray | None = field(default=None, repr=False)  # the padded input, alive while it is inferred
 
 
 class Pipeline:
@@ -275,8 +277,11 @@ class Pipeline:
         return True
 
     def _start_inference(self, work: _Work) -> None:
-        rgb = np.ascontiguousarray(work.planned.rgb)
-        height, width = rgb.shape[:2]
+        """Pad the planned picture to its ``infer_size`` (a multiple: the compiled shape) and start it; the
+        output is cropped back to the picture's own size in ``_inferred``."""
+        planned = work.planned
+        width, height = planned.infer_size or planned.size
+        rgb = work.feed = pad_to(planned.rgb, height, width)
         start = time.perf_counter()
         queue = self._queue_for(self.engine.compiled(height, width))
         compiled_at = time.perf_counter()
@@ -286,7 +291,7 @@ class Pipeline:
         work.timings["wait"] = work.infer_started - compiled_at
         try:
             with self._infer_lock:
-                # share_inputs: no copy of the picture; ``work`` keeps the array alive until the callback.
+                # share_inputs: no copy of the picture; ``work.feed`` keeps the array alive until the callback.
                 work.queue_id = id(queue)
                 self._count_running(work.queue_id, +1)
                 try:
@@ -352,7 +357,9 @@ class Pipeline:
         The inference slot is given back last, so a request counts as running until its callback is done."""
         try:
             work.timings["infer"] = time.perf_counter() - work.infer_started
-            work.stylized = np.array(request.get_output_tensor(0).data[0], copy=True)
+            height, width = work.planned.rgb.shape[:2]  # the padding off: the picture's own size
+            work.stylized = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
+            work.feed = None
             future = self._encoders.submit(self._encode_stage, work)
             future.add_done_callback(functools.partial(self._cancelled, work=work, stage="encode"))
         except BaseException as exc:  # noqa: BLE001
@@ -414,7 +421,7 @@ class Pipeline:
         out_size = work.out_size if error is None else None
         result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
                            out_size=out_size, image=work.image if error is None else None)
-        work.planned = work.stylized = work.image = None
+        work.planned = work.stylized = work.image = work.feed = None
         try:
             (work.job.notify or self._on_done)(result)
         except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)

@@ -1,5 +1,6 @@
-"""imaging.plan: every resize mode, the size multiple, and the inference-memory guard (checked against the
-real OpenVINO runtime's peak memory)."""
+"""imaging.plan: every resize mode at the photo's exact aspect ratio, the padded shape inference runs at, and
+the inference-memory guard (counting that padded shape; checked against the real OpenVINO runtime's peak
+memory)."""
 from __future__ import annotations
 
 import subprocess
@@ -16,36 +17,47 @@ from conftest import REPO_ROOT, synthetic_photo
 from edge_anime.config import ImageSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import decode, estimate_inference_mb, plan
-from edge_anime.imaging.geometry import fit_budget, round_to_multiple
+from edge_anime.imaging.geometry import fit_budget, padded_inference_mb, padded_size
 from edge_anime.imaging.target import target_size
 
 
 def _planned(path: Path, model_multiple: int = 8, **image: object) -> tuple[int, int]:
     """Planned (W, H); ``model_multiple`` is the model's, ``image`` the ImageSection's fields."""
+    return _plan(path, model_multiple, **image)[0]
+
+
+def _plan(path: Path, model_multiple: int = 8, **image: object) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(planned (W, H), the padded (W, H) inference runs at)."""
     cfg = ImageSection(**image)
     result = plan(decode(path, cfg), cfg, multiple=model_multiple)
     assert result.rgb.flags.c_contiguous and result.rgb.dtype == np.uint8
-    return result.size
+    assert result.infer_size is not None
+    return result.size, result.infer_size
 
 
-def test_keep_rounds_to_the_nearest_multiple(make_photo: Callable[..., Path]) -> None:
-    assert _planned(make_photo("a.png", 100, 60), resize="keep") == (104, 64)
-    assert _planned(make_photo("b.png", 99, 58), resize="keep", model_multiple=4) == (96, 56)  # image.multiple 8 wins
-    assert _planned(make_photo("c.png", 99, 58), resize="keep", model_multiple=4, multiple=4) == (100, 60)
+@pytest.mark.parametrize(("size", "padded"), [((248, 260), (248, 264)), ((640, 426), (640, 432)),
+                                              ((333, 201), (336, 208)), ((100, 60), (104, 64))])
+def test_keep_is_the_exact_size_and_inference_pads_to_the_multiple(
+        make_photo: Callable[..., Path], size: tuple[int, int], padded: tuple[int, int]) -> None:
+    """Issue #29: snapping to the multiple made 248x260 come out 248x264; now only the inference pads."""
+    assert _plan(make_photo("a.png", *size), resize="keep") == (size, padded)
 
 
-def test_sides_never_below_one_multiple(make_photo: Callable[..., Path]) -> None:
-    assert _planned(make_photo("tiny.png", 3, 2), resize="keep", model_multiple=4, multiple=4) == (4, 4)
-    assert round_to_multiple(2, 4) == 4 and round_to_multiple(12, 8) == 16 and round_to_multiple(11.9, 8) == 8
+def test_the_larger_multiple_pads(make_photo: Callable[..., Path]) -> None:
+    assert _plan(make_photo("b.png", 99, 58), resize="keep", model_multiple=4) == ((99, 58), (104, 64))  # 8 wins
+    assert _plan(make_photo("c.png", 99, 58), resize="keep", model_multiple=4, multiple=4) == ((99, 58), (100, 60))
+    assert _plan(make_photo("d.png", 100, 60), resize="keep", model_multiple=16) == ((100, 60), (112, 64))
 
 
-def test_model_multiple_wins_when_larger(make_photo: Callable[..., Path]) -> None:
-    assert _planned(make_photo("a.png", 100, 60), resize="keep", model_multiple=16) == (96, 64)
+def test_a_tiny_picture_keeps_its_size_and_runs_at_one_multiple(make_photo: Callable[..., Path]) -> None:
+    assert _plan(make_photo("tiny.png", 3, 2), resize="keep", model_multiple=4, multiple=4) == ((3, 2), (4, 4))
+    assert padded_size((2, 12), 4) == (4, 12) and padded_size((13, 1), 8) == (16, 8)
 
 
 def test_max_side_shrinks_and_never_enlarges(make_photo: Callable[..., Path]) -> None:
-    assert _planned(make_photo("wide.png", 300, 200), resize="max_side", max_side=128) == (128, 88)
-    assert _planned(make_photo("tall.jpg", 200, 300), resize="max_side", max_side=128) == (88, 128)
+    assert _planned(make_photo("wide.png", 300, 200), resize="max_side", max_side=128) == (128, 85)  # 85.3
+    assert _planned(make_photo("tall.jpg", 200, 300), resize="max_side", max_side=128) == (85, 128)
+    assert _planned(make_photo("odd.png", 333, 201), resize="max_side", max_side=100) == (100, 60)   # 60.4
     assert _planned(make_photo("small.png", 64, 48), resize="max_side", max_side=128) == (64, 48)
 
 
@@ -87,8 +99,9 @@ def test_over_budget_downscales_keeping_aspect(make_photo: Callable[..., Path]) 
     path = make_photo("big.png", 800, 600)
     result = plan(decode(path, cfg), cfg, multiple=8)
     width, height = result.size
-    assert estimate_inference_mb(width, height) <= 100 < estimate_inference_mb(width + 8, height + 8)
-    assert width % 8 == 0 and height % 8 == 0 and abs(width / height - 800 / 600) < 0.06
+    assert result.infer_size == padded_size(result.size, 8)
+    assert padded_inference_mb((width, height), 8) <= 100 < padded_inference_mb((width + 8, height + 8), 8)
+    assert abs(width / height - 800 / 600) < 0.01  # the aspect to the pixel, not to the multiple
     assert result.restore_size == (800, 600)
 
 
@@ -106,8 +119,8 @@ def test_a_24_megapixel_photo_fits_a_small_box() -> None:
     cfg = ImageSection(resize="keep")
     width, height = target_size((6000, 4000), cfg, multiple=8)  # type: ignore[misc]
     assert estimate_inference_mb(6000, 4000) > 20_000
-    assert estimate_inference_mb(width, height) <= cfg.memory_budget_mb
-    assert abs(width / height - 1.5) < 0.02 and width > 1000
+    assert padded_inference_mb((width, height), 8) <= cfg.memory_budget_mb
+    assert abs(width / height - 1.5) < 0.005 and width > 1000
     assert fit_budget((6000, 4000), 1, multiple=8) is None
 
 
@@ -115,8 +128,9 @@ def test_budget_estimate_holds_on_the_real_runtime(random_ir: Path) -> None:
     """Compile and run the real IR at the size the guard picks for a 300 MB budget, f32 (the worst case),
     in a fresh process: its peak memory growth stays within the budget."""
     budget_mb = 300
-    width, height = target_size((4000, 3000), ImageSection(resize="keep", memory_budget_mb=budget_mb),
-                                multiple=8)  # type: ignore[misc]
+    planned = target_size((4000, 3000), ImageSection(resize="keep", memory_budget_mb=budget_mb), multiple=8)
+    assert planned is not None
+    width, height = padded_size(planned, 8)  # what runs
     script = textwrap.dedent(f"""
         import numpy as np, openvino as ov, psutil
         def peak_kb():  # VmHWM: unlike ru_maxrss, not inherited from the parent (pytest) across exec

@@ -15,6 +15,10 @@ class Decoded:
     ``rgb`` may be smaller than ``original_size`` straight after ``decode``: JPEGs much larger than the
     target are decoded at 1/2, 1/4 or 1/8 scale (DCT scaling). ``plan`` always computes the target from
     ``original_size``, so the result does not depend on that shortcut.
+
+    After ``plan``, ``rgb`` is at the exact size the picture comes out at (its own aspect ratio) and
+    ``infer_size`` the shape the network runs it at: that size padded up to the multiple the network needs.
+    The pipeline pads to ``infer_size`` and crops the output back to ``size`` (``imaging.geometry``).
     """
 
     rgb: np.ndarray                  # H x W x 3 u8, C-contiguous, EXIF orientation applied
@@ -27,6 +31,7 @@ class Decoded:
     restore_size: tuple[int, int] | None = None  # (W, H) that upscale_to_original returns to (set by plan)
     full: Any = None                 # imaging.fullres.FullPlan when resize: full (set by plan)
     guide: np.ndarray | None = None  # the full-size RGB photo, kept by plan for upscale_method: guided
+    infer_size: tuple[int, int] | None = None  # (W, H) inference runs at: ``size`` padded to the multiple (plan)
 
     @property
     def size(self) -> tuple[int, int]:

@@ -56,8 +56,14 @@ def image_extension(cfg: OutputSection, src: Path) -> str:
 
 
 def finish(stylized: np.ndarray, decoded: Decoded, cfg: ImageSection) -> Image.Image:
-    """The model's H x W x 3 u8 output -> the picture to save: upscaled back if configured, alpha re-applied."""
+    """The model's H x W x 3 u8 output -> the picture to save: the padding cropped off (an output at
+    ``decoded.infer_size`` comes back at ``decoded.size``, the exact planned size), upscaled back if
+    configured, alpha re-applied. The pipeline crops as it copies the output out, so there an output
+    already comes at ``decoded.size``; the crop is here so a caller that hands the raw padded output gets
+    the exact size too."""
     pixels = stylized[0] if stylized.ndim == 4 else stylized
+    if decoded.infer_size is not None and (pixels.shape[1], pixels.shape[0]) == decoded.infer_size:
+        pixels = pixels[:decoded.rgb.shape[0], :decoded.rgb.shape[1]]
     image = Image.fromarray(np.ascontiguousarray(pixels))
     alpha = Image.fromarray(decoded.alpha) if decoded.alpha is not None else None
     if cfg.upscale_to_original and decoded.restore_size is not None and image.size != decoded.restore_size:

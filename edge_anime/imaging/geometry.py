@@ -2,6 +2,13 @@
 
 Kept apart from Pillow so ``decode`` (to pick a JPEG draft scale) and ``plan`` (to resize) compute the very
 same target from the very same rules, and so the rules can be tested without an image.
+
+The size rule (issue #29): pad inside, exact size out. The target keeps the photo's aspect ratio to the
+pixel (``policy_size``: no rounding to ``image.multiple``); the network, whose sides must be multiples of
+it, runs on the target padded up to the next multiple (``padded_size``), and the padding is cropped off
+its output. Snapping the target itself to the multiple changed the shape of every picture (248x260 came
+out 248x264). The padded sides are multiples as before, so the shapes compiled stay one per multiple
+bucket, and the memory guard counts the padded size, which is what runs.
 """
 from __future__ import annotations
 
@@ -30,16 +37,16 @@ ACTIVATION_FIXED_MB = 56
 MIB = 1 << 20
 
 
-def round_to_multiple(value: float, multiple: int) -> int:
-    """Nearest multiple of ``multiple`` (at least one multiple, never below ``MIN_SIDE_PX``)."""
+def padded_size(size: tuple[int, int], multiple: int) -> tuple[int, int]:
+    """(W, H) rounded up to ``multiple`` (at least ``MIN_SIDE_PX``): the shape the network runs a picture of
+    ``size`` at. The padding is cropped off the output, so it never shows in the picture's size."""
     step = max(multiple, MIN_SIDE_PX)
-    return max(step, int(math.floor(value / step + 0.5)) * step)  # halves round up, not to even
+    return -(-size[0] // step) * step, -(-size[1] // step) * step
 
 
-def floor_to_multiple(value: float, multiple: int) -> int:
-    """Largest multiple not above ``value`` (at least one multiple): for sizes that must stay under a cap."""
-    step = max(multiple, MIN_SIDE_PX)
-    return max(step, int(math.floor(value / step)) * step)
+def _round_side(value: float) -> int:
+    """Nearest whole pixel, halves up (not to even: 0.5 px rounds the same way on both sides), at least 1."""
+    return max(1, int(math.floor(value + 0.5)))
 
 
 def oriented_size(size: tuple[int, int], orientation: int) -> tuple[int, int]:
@@ -55,8 +62,9 @@ def crop_box_center_square(size: tuple[int, int]) -> tuple[int, int, int, int]:
     return left, top, left + side, top + side
 
 
-def policy_size(size: tuple[int, int], cfg: ImageSection, *, multiple: int) -> tuple[int, int]:
-    """The (W, H) the resize mode asks for, before the memory guard. ``size`` is the oriented original."""
+def policy_size(size: tuple[int, int], cfg: ImageSection) -> tuple[int, int]:
+    """The (W, H) the resize mode asks for, before the memory guard, at the photo's own aspect ratio (whole
+    pixels, not multiples: ``padded_size`` is what the network runs). ``size`` is the oriented original."""
     width, height = size
     if cfg.resize in ("keep", "full"):
         target_w, target_h = float(width), float(height)
@@ -67,7 +75,7 @@ def policy_size(size: tuple[int, int], cfg: ImageSection, *, multiple: int) -> t
         target_w, target_h = float(cfg.fixed[0]), float(cfg.fixed[1])
     else:  # center_square
         target_w = target_h = float(cfg.center_square)
-    return round_to_multiple(target_w, multiple), round_to_multiple(target_h, multiple)
+    return _round_side(target_w), _round_side(target_h)
 
 
 def estimate_inference_mb(width: int, height: int) -> float:
@@ -75,15 +83,28 @@ def estimate_inference_mb(width: int, height: int) -> float:
     return ACTIVATION_FIXED_MB + ACTIVATION_BYTES_PER_PIXEL * width * height / MIB
 
 
+def padded_inference_mb(size: tuple[int, int], multiple: int) -> float:
+    """Peak inference memory of a picture of ``size`` (W, H) as it runs: padded up to ``multiple``."""
+    return estimate_inference_mb(*padded_size(size, multiple))
+
+
 def fit_budget(size: tuple[int, int], budget_mb: int, *, multiple: int) -> tuple[int, int] | None:
-    """The largest size with ``size``'s aspect (sides multiples of ``multiple``) that fits ``budget_mb``;
-    ``size`` itself when it already fits; None when not even one multiple by one multiple fits."""
-    width, height = size
-    if estimate_inference_mb(width, height) <= budget_mb:
+    """The largest size with ``size``'s aspect whose padded run (``padded_size``) fits ``budget_mb``; ``size``
+    itself when it already fits; None when not even one multiple by one multiple fits."""
+    if padded_inference_mb(size, multiple) <= budget_mb:
         return size
     max_pixels = (budget_mb - ACTIVATION_FIXED_MB) * MIB / ACTIVATION_BYTES_PER_PIXEL
     if max_pixels <= 0:
         return None
-    scale = math.sqrt(max_pixels / (width * height))
-    fitted = floor_to_multiple(width * scale, multiple), floor_to_multiple(height * scale, multiple)
-    return fitted if estimate_inference_mb(*fitted) <= budget_mb else None
+    width, height = size
+    long_side, short_side = max(width, height), min(width, height)
+    # The pixel count fixes the long side to within a few multiples (the padding adds up to one multiple a
+    # side); step down from there until the padded run fits: a handful of integer tries.
+    side = min(long_side, int(math.sqrt(max_pixels * long_side / short_side)))
+    while side >= 1:
+        other = _round_side(short_side * side / long_side)
+        fitted = (side, other) if width >= height else (other, side)
+        if padded_inference_mb(fitted, multiple) <= budget_mb:
+            return fitted
+        side -= 1
+    return None

@@ -1,4 +1,6 @@
-"""``Decoded`` at any size -> ``Decoded`` at the size inference runs at: resize mode, multiple, memory guard.
+"""``Decoded`` at any size -> ``Decoded`` at the size it comes out at: resize mode, memory guard, and the
+padded shape inference runs at (``infer_size``: the size rounded up to the multiple; the pipeline pads the
+picture to it and crops the output back, see ``geometry``).
 
 Filters: LANCZOS to shrink (Pillow's sharpest anti-aliasing filter; the generator traces edges, and a
 softer BICUBIC/BILINEAR shrink loses the thin lines it would outline), with ``reducing_gap=2`` (what
@@ -18,8 +20,8 @@ from PIL import Image
 from ..config import ImageSection
 from ..errors import InputError
 from .decoded import Decoded
-from .fullres import canvas_mb, plan_full
-from .geometry import MIN_SIDE_PX, crop_box_center_square, estimate_inference_mb, policy_size
+from .fullres import canvas_mb, padded, plan_full
+from .geometry import MIN_SIDE_PX, crop_box_center_square, padded_inference_mb, padded_size, policy_size
 from .target import target_size
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,8 @@ def _resize_array(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def _refusal(decoded: Decoded, cfg: ImageSection, multiple: int) -> InputError:
-    wanted = policy_size(decoded.original_size, cfg, multiple=multiple)
-    need_mb = estimate_inference_mb(*wanted)
+    wanted = policy_size(decoded.original_size, cfg)
+    need_mb = padded_inference_mb(wanted, multiple)
     if cfg.over_budget == "refuse":
         fix = "set image.over_budget: downscale, lower image.max_side, or raise image.memory_budget_mb"
     else:
@@ -67,6 +69,8 @@ def plan(decoded: Decoded, cfg: ImageSection, *, multiple: int, requests: int = 
     ``multiple`` is max(image.multiple, the model's size_multiple): the caller knows the model; ``requests``
     the inferences it runs at once (``resize: full`` sizes its tiles so that many fit the budget).
     The target comes from ``original_size``, so a draft-decoded JPEG plans exactly like a full decode.
+    ``rgb`` comes back at the exact target (the photo's aspect ratio); ``infer_size`` is that size padded up
+    to ``multiple``, the one static shape inference runs (a clip's frames all share it).
     """
     multiple = max(multiple, cfg.multiple, MIN_SIDE_PX)
     if cfg.resize == "full":
@@ -84,7 +88,8 @@ def plan(decoded: Decoded, cfg: ImageSection, *, multiple: int, requests: int = 
     guide = rgb if cfg.upscale_to_original and cfg.upscale_method == "guided" else None  # full size: no draft
     rgb = _resize_array(rgb, target)
     alpha = _resize_array(alpha, target) if alpha is not None else None
-    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=restore, guide=guide)
+    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=restore, guide=guide,
+                   infer_size=padded_size(target, multiple))
 
 
 def _plan_full(decoded: Decoded, cfg: ImageSection, *, requests: int) -> Decoded:
@@ -105,4 +110,5 @@ def _plan_full(decoded: Decoded, cfg: ImageSection, *, requests: int) -> Decoded
     guide = decoded.rgb if cfg.upscale_to_original and cfg.upscale_method == "guided" else None
     rgb = _resize_array(decoded.rgb, full.size)
     alpha = _resize_array(decoded.alpha, full.size) if decoded.alpha is not None else None
-    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=decoded.original_size, full=full, guide=guide)
+    return replace(decoded, rgb=rgb, alpha=alpha, restore_size=decoded.original_size, full=full, guide=guide,
+                   infer_size=padded(full.size))  # what a whole picture runs at; tiles have their own shape

@@ -1,7 +1,7 @@
 """Where the tiles of a full-resolution picture go, and how their outputs blend back: integers and numpy only.
 
 Why overlap at least the receptive field's reach (``margin``, measured by the converter and written in the
-manifest as ``tiling.margin_px``): a tile's reflect padding at its border differs from the real neighbouring
+manifest as ``tiling.margin_px``): the network's reflect padding at a tile's border differs from the real neighbouring
 pixels, and with the whole picture's GroupNorm statistics (pass 2) nothing else differs, so a pixel at least
 ``margin`` inside a tile comes out as the whole-picture run gives it. A tile's weight is therefore zero in its
 outer ``margin`` (except on the picture's own border, where the whole run reflects too), then rises linearly
@@ -20,12 +20,24 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
 ALIGN_PX = 4  # two stride-2 stages: a tile corner on a multiple of 4 keeps every level's sampling phase
 DEFAULT_RAMP_PX = 16
 FIT_STEP_PX = 8  # fitted tile sides are multiples of this (fewer distinct shapes to compile); of ALIGN_PX too
+# How a picture is padded up to the network's multiple (and a tile past the picture's edge): numpy's "edge",
+# the border pixel repeated. Measured (toon fp16 IR at f32, 12 photos of ../shared/photos, 384x288 crops run
+# whole as the reference, then their top-left cut short by k = 1, 3, 5, 7 px a side, padded back and run;
+# error of the kept pixels against the reference, which saw the real neighbours, in u8 levels):
+#     4 px next to the padding, mean / max:  edge 1.55 / 4.54, symmetric 1.76 / 4.64, reflect 2.13 / 6.17
+#     the last pixel row and column:         edge 2.37 / 6.96, symmetric 2.77 / 8.87, reflect 3.38 / 12.26
+#     the whole picture, PSNR mean / min:    edge 55.1 / 44.7, symmetric 54.3 / 42.6, reflect 52.4 / 39.5 dB
+# Edge beat reflect in 43 of the 48 cases. A repeated pixel is the smoothest guess at what lies past the
+# border; a mirror doubles an edge near the border into a feature the network then draws, and its extra
+# texture moves the whole picture's GroupNorm statistics more.
+PAD_MODE: Final = "edge"
 
 
 @dataclass(frozen=True)
@@ -114,14 +126,23 @@ def _axis_weights(start: int, size: int, length: int, margin: int, ramp: int) ->
     return weight
 
 
+def pad_to(rgb: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``rgb`` (H x W x C) padded at its bottom and right to ``height`` x ``width`` with ``PAD_MODE``,
+    C-contiguous; ``rgb`` itself (made contiguous) when it already has that size. The network needs sides on
+    its multiple; the caller crops the padding off the output (``geometry`` says why not resize instead)."""
+    short_h, short_w = height - rgb.shape[0], width - rgb.shape[1]
+    if short_h < 0 or short_w < 0:
+        raise ValueError(f"pad_to: {rgb.shape[1]}x{rgb.shape[0]} is larger than {width}x{height}")
+    if not short_h and not short_w:
+        return np.ascontiguousarray(rgb)
+    return np.pad(rgb, ((0, short_h), (0, short_w)) + ((0, 0),) * (rgb.ndim - 2), mode=PAD_MODE)
+
+
 def cut_tile(rgb: np.ndarray, top: int, left: int, tile_h: int, tile_w: int) -> np.ndarray:
     """The tile's input, C-contiguous; past the picture's bottom or right edge (at most ALIGN_PX - 1 pixels)
-    reflected, as the whole picture padded to the multiple would be."""
+    padded as the whole picture padded to the multiple is (``pad_to``)."""
     piece = rgb[top:top + tile_h, left:left + tile_w]
-    short_h, short_w = tile_h - piece.shape[0], tile_w - piece.shape[1]
-    if short_h or short_w:
-        piece = np.pad(piece, ((0, short_h), (0, short_w), (0, 0)), mode="reflect")
-    return np.ascontiguousarray(piece)
+    return pad_to(piece, tile_h, tile_w)
 
 
 class Blender:
