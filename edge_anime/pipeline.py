@@ -63,6 +63,9 @@ STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer
                            "write")
 
 
+TileCallback = Callable[[int, int], None]  # (tiles done, tiles in the picture), see ``Job``
+
+
 @dataclass(frozen=True)
 class Job:
     """One picture to stylize. From a file (``src``) or from bytes already in memory (``data``; ``src`` then
@@ -71,7 +74,13 @@ class Job:
 
     A clip's frame (edge_anime/video) comes already decoded and planned (``planned``: read and decode are
     skipped, the rest is a photo's path) and is called back on its own ``notify`` instead of the pipeline's
-    ``on_done``, so frames and photos share one pipeline whatever the caller of each."""
+    ``on_done``, so frames and photos share one pipeline whatever the caller of each.
+
+    ``on_tile`` shows progress inside a picture that runs in tiles (``image.resize: full``, ``two_pass``): it
+    is called ``on_tile(done, total)`` once per tile as the tile is blended, in order, ``done`` 1..``total``,
+    on the pipeline thread that runs the picture (keep it quick: the next tile waits for it). A picture
+    inferred in one piece never calls it; its ``on_done`` is its one step. What it raises is logged, never
+    the job's failure: a progress bar's bug must not lose a picture."""
 
     src: Path
     dst: Path | None
@@ -81,6 +90,7 @@ class Job:
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
+    on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
 
 
 @dataclass
@@ -306,7 +316,9 @@ class Pipeline:
     def _run_full(self, work: _Work) -> None:
         """A ``resize: full`` picture: whole or in tiles (``two_pass``), in this decode thread, then encoded."""
         start = time.perf_counter()
-        work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots)
+        on_tile = _guarded(work.job.on_tile, work.job.src) if work.job.on_tile is not None else None
+        work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots,
+                                          on_tile=on_tile)
         work.timings["infer"] = time.perf_counter() - start
         future = self._encoders.submit(self._encode_stage, work)
         future.add_done_callback(functools.partial(self._cancelled, work=work, stage="encode"))
@@ -453,6 +465,19 @@ def palette_for(model: ModelInfo, config: Config) -> PaletteSpec | None:
     if config.image.palette == "off" or not spec.enabled:
         return None
     return spec
+
+
+def _guarded(callback: TileCallback, src: Path) -> TileCallback:
+    """``callback`` with its exceptions logged, not raised: a progress display's bug must not fail the
+    picture whose progress it shows."""
+
+    def call(done: int, total: int) -> None:
+        try:
+            callback(done, total)
+        except Exception:
+            log.exception("pipeline: on_tile raised for %s", src)
+
+    return call
 
 
 def stage_threads(config: Config, *, cores: int | None = None) -> tuple[int, int]:

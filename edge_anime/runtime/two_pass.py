@@ -122,9 +122,12 @@ class TwoPass:
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, rgb: np.ndarray, full: FullPlan, *, slots: threading.Semaphore | None = None,
-            stats: str = "whole") -> np.ndarray:
+            stats: str = "whole", on_tile: Callable[[int, int], None] | None = None) -> np.ndarray:
         """``rgb`` (H x W x 3 u8 at ``full.size``) -> the stylized picture at the same size.
 
+        ``on_tile(done, total)`` is called on this thread once per tile, after it is blended, in run order
+        (``done`` 1..``total``): a tiled picture is minutes of one job, and this is how a progress bar sees
+        inside it. A whole picture is one step and does not call it.
         ``stats="own"`` tiles with the plain IR, each tile normalised by itself: the baseline the benchmark
         and tests compare against, never what the service runs."""
         slots = slots if slots is not None else threading.BoundedSemaphore(self.engine.num_requests)
@@ -143,7 +146,7 @@ class TwoPass:
             def extra(top: int, left: int) -> dict[Any, np.ndarray]:
                 origin = np.array([[height, width, top, left]], np.float32)
                 return {STATS_NAME: gn_stats, ORIGIN_NAME: origin}
-        return self._tiles(rgb, full, compiled_for, extra, slots)
+        return self._tiles(rgb, full, compiled_for, extra, slots, on_tile)
 
     def statistics(self, rgb: np.ndarray, full: FullPlan, first: Engine, slots: threading.Semaphore) -> np.ndarray:
         """Pass 1 on the downscaled copy: ``gn_stats`` [1, K, 2]; its activation memory is given back after."""
@@ -174,7 +177,8 @@ class TwoPass:
         return out
 
     def _tiles(self, rgb: np.ndarray, full: FullPlan, compiled_for: Callable[[int, int], ov.CompiledModel],
-               extra: Callable[[int, int], dict[Any, np.ndarray]], slots: threading.Semaphore) -> np.ndarray:
+               extra: Callable[[int, int], dict[Any, np.ndarray]], slots: threading.Semaphore,
+               on_tile: Callable[[int, int], None] | None = None) -> np.ndarray:
         self.pair()
         try:
             plan = plan_tiles(full.size[0], full.size[1], tile=full.tile_px, margin=self.margin_px)
@@ -185,14 +189,19 @@ class TwoPass:
         out = np.empty((full.size[1], full.size[0], 3), np.uint8)
         blender = Blender(plan, out)
         pending: deque[tuple[ov.InferRequest, tuple[int, int, int]]] = deque()
+        blended = 0
 
         def collect() -> None:
+            nonlocal blended
             request, where = pending.popleft()
             try:
                 request.wait()
                 blender.add(*where, request.get_output_tensor(0).data[0])
             finally:
                 slots.release()
+            blended += 1
+            if on_tile is not None:
+                on_tile(blended, plan.count)
 
         try:
             for index, (row, top, left) in enumerate(plan.tiles()):
