@@ -55,7 +55,9 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
                         help="decoder bilinear align_corners (default: per published name; else true)")
     parser.add_argument("--verify-images", type=Path, metavar="DIR",
                         help="photos for verification (default: built-in synthetic images)")
-    parser.add_argument("--verify-count", type=int, default=None, metavar="N", help="at most N verification images")
+    parser.add_argument("--verify-count", type=int, default=None, metavar="N",
+                        help="at most N verification images per size (default: fp32/fp16 3 synthetic images, "
+                             "or every photo of --verify-images; int8 every photo)")
     parser.add_argument("--verify-size", type=_hw, action="append", metavar="HxW",
                         help="verification size, repeatable (default: 256x256 and 352x480)")
     parser.add_argument("--floor-db", type=float, default=None,
@@ -68,6 +70,8 @@ def add_convert_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--two-pass", type=_bool, default=True, metavar="true|false",
                         help="fp32/fp16 of a state dict: also build the verified pass-1/pass-2 IR pair that "
                              "image.resize: full tiles large photos with (default: true)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no step lines on stderr (each says the seconds since the start)")
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -75,6 +79,7 @@ def run_convert(args: argparse.Namespace) -> int:
     _check_paths(args)
     try:
         from .convert import QAT_VARIANT, convert
+        from .progress import QUIET, to_stderr
         from .quantize import CALIBRATION_COUNT
         from .verify import DEFAULT_SIZES_HW
     except ImportError as exc:
@@ -86,7 +91,7 @@ def run_convert(args: argparse.Namespace) -> int:
         upsample_align=args.upsample_align, verify_dir=args.verify_images, floor_db=args.floor_db,
         verify_limit=args.verify_count, calib_count=args.calib_count or CALIBRATION_COUNT, style=args.style,
         verify_sizes_hw=tuple(args.verify_size) if args.verify_size else DEFAULT_SIZES_HW,
-        two_pass=args.two_pass, quantized_ir=args.int8_ir,
+        two_pass=args.two_pass, quantized_ir=args.int8_ir, progress=QUIET if args.no_progress else to_stderr(),
     )
     from edge_anime.models import load_model_info
 

@@ -18,15 +18,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import openvino as ov
+
 from edge_anime.errors import UserError
 from edge_anime.models import sha256_file
 
 from .manifest import build_manifest, write_manifest
+from .progress import QUIET, Progress
 from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8, taken_int8
 from .samples import default_photo_dir, load_samples
-from .sources import Source, load_source
+from .sources import Reference, Source, TorchReference, load_source
 from .variants import add_variant, same_weights
-from .verify import DEFAULT_SIZES_HW, FLOORS_DB, verify_ir
+from .verify import DEFAULT_SIZES_HW, FLOORS_DB, SYNTHETIC_VERIFY_COUNT, verify_ir
 
 PRECISIONS = ("fp32", "fp16", "int8")
 QAT_VARIANT = "int8_qat"  # the variant name of an INT8 IR taken with --int8-ir
@@ -50,8 +53,11 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
             verify_limit: int | None = None, calib_count: int = CALIBRATION_COUNT,
             int8_setups: tuple[Int8Setup, ...] = INT8_CANDIDATES, style: str | None = None,
             verify_sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW, two_pass: bool = True,
-            quantized_ir: Path | None = None) -> Path:
+            quantized_ir: Path | None = None, progress: Progress = QUIET) -> Path:
     """Convert ``source`` into ``output_dir/name/`` and return that folder.
+
+    ``progress`` gets one line per step (loading, converting, each verification image, writing); quiet
+    unless given (``edge-anime convert`` gives one on stderr).
 
     ``quantized_ir`` (int8 only): an INT8 IR made elsewhere from these same weights, with the u8 contract (a
     quantization-aware fine-tune, ``training/qat_toon.py``), taken instead of quantizing here. It is held to
@@ -78,21 +84,29 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
         raise ConversionError(f"--int8-ir: {quantized_ir}: expected an IR .xml with its .bin beside it")
     if not NAME_PATTERN.match(name):
         raise ConversionError(f"--name: '{name}' must be letters, digits, '.', '_' or '-' (a folder name)")
+    if verify_limit is None and verify_dir is None and precision != "int8":
+        verify_limit = SYNTHETIC_VERIFY_COUNT  # int8 verifies on the photos, or on every synthetic image
+    progress.step(f"loading {source}")
     loaded = load_source(source, name=name, upsample_align=upsample_align)
+    progress.step(f"tracing and converting the {loaded.kind.replace('_', ' ')} to OpenVINO"
+                  if loaded.kind != "onnx" else "converting the ONNX model to OpenVINO")
     float_model = loaded.float_ov_model()
+    reference = loaded.reference_fn()  # one per conversion: it keeps the reference outputs the pair reuses
     output_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".converting", dir=output_dir))
     work.chmod(FOLDER_MODE & ~_umask())  # mkdtemp makes 0700; an installed model is readable like any folder
     try:
-        _build(work, loaded, float_model, name=name, style=style, precision=precision, calib_dir=calib_dir,
-               calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir, verify_limit=verify_limit,
-               floor_db=floor_db if floor_db is not None else FLOORS_DB[precision], sizes=verify_sizes_hw,
-               quantized_ir=quantized_ir)
+        _build(work, loaded, float_model, reference, name=name, style=style, precision=precision,
+               calib_dir=calib_dir, calib_count=calib_count, int8_setups=int8_setups, verify_dir=verify_dir,
+               verify_limit=verify_limit, floor_db=floor_db if floor_db is not None else FLOORS_DB[precision],
+               sizes=verify_sizes_hw, quantized_ir=quantized_ir, progress=progress)
         if two_pass and precision in TWO_PASS_PRECISIONS and loaded.kind == "state_dict":
-            _build_two_pass(work, loaded, precision=precision, sample_dir=verify_dir, limit=verify_limit,
-                            floor_db=floor_db if floor_db is not None else FLOORS_DB[precision],
-                            sizes=verify_sizes_hw)
+            assert isinstance(reference, TorchReference)  # a state dict's reference measures the statistics
+            _build_two_pass(work, loaded, reference, precision=precision, sample_dir=verify_dir,
+                            limit=verify_limit, floor_db=floor_db if floor_db is not None else FLOORS_DB[precision],
+                            sizes=verify_sizes_hw, progress=progress)
         target = output_dir / name
+        progress.step(f"writing {target}")
         if same_weights(target, work):
             # a QAT IR is a second INT8 variant beside the converter's own, never in its place (add_variant)
             merged = add_variant(target, work, name=QAT_VARIANT if quantized_ir is not None else None)
@@ -105,10 +119,10 @@ def convert(source: Path, *, name: str, precision: str, output_dir: Path, calib_
         raise
 
 
-def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: str | None, precision: str,
-           calib_dir: Path | None, calib_count: int, int8_setups: tuple[Int8Setup, ...], verify_dir: Path | None,
-           verify_limit: int | None, floor_db: float, sizes: tuple[tuple[int, int], ...],
-           quantized_ir: Path | None = None) -> None:
+def _build(work: Path, loaded: Source, float_model: ov.Model, reference: Reference, *, name: str,
+           style: str | None, precision: str, calib_dir: Path | None, calib_count: int,
+           int8_setups: tuple[Int8Setup, ...], verify_dir: Path | None, verify_limit: int | None, floor_db: float,
+           sizes: tuple[tuple[int, int], ...], quantized_ir: Path | None = None, progress: Progress = QUIET) -> None:
     from .ir import save_ir, with_u8_io
     from .verify import VerificationError
 
@@ -120,8 +134,10 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
         verify_dir = verify_dir if verify_dir is not None else photo_dir
         validation = [sample for size in sizes for sample in load_samples(verify_dir, size_hw=size, limit=verify_limit)]
         if quantized_ir is not None:
+            progress.step(f"scoring {quantized_ir} against the FP32 IR on {len(validation)} images")
             choice = taken_int8(float_model, quantized_ir, validation, **layouts)
         else:
+            progress.step(f"quantizing with NNCF on {len(calibration)} {calib_source} calibration images")
             choice = choose_int8(float_model, calibration, validation, floor_db=floor_db, candidates=int8_setups,
                                  **layouts)
         if choice.min_db < floor_db:
@@ -141,11 +157,12 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
                             "psnr_vs_fp32_db": quantization["psnr_vs_fp32_db"]}
     else:
         model = with_u8_io(float_model, **layouts)
+    progress.step(f"saving the {precision} IR")
     xml, bin_path = save_ir(model, work, compress_to_fp16=precision == "fp16")
-    verify_args: dict[str, Any] = {"sample_dir": verify_dir, "sizes_hw": sizes, "limit": verify_limit}
     try:
-        result = verify_ir(xml, loaded.reference_fn(), reference_name=loaded.reference_name, floor_db=floor_db,
-                           png_dir=work, **verify_args)
+        result = verify_ir(xml, reference, reference_name=loaded.reference_name, floor_db=floor_db, png_dir=work,
+                           sample_dir=verify_dir, sizes_hw=sizes, limit=verify_limit, progress=progress,
+                           label=f"the {precision} IR")
     except VerificationError as exc:
         raise ConversionError(f"{loaded.path} -> {precision}: verification failed: {exc}") from exc
     if quantization is not None:
@@ -162,8 +179,9 @@ def _build(work: Path, loaded: Source, float_model: Any, *, name: str, style: st
     write_manifest(work, manifest)
 
 
-def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: Path | None, limit: int | None,
-                    floor_db: float, sizes: tuple[tuple[int, int], ...]) -> None:
+def _build_two_pass(work: Path, loaded: Source, reference: TorchReference, *, precision: str,
+                    sample_dir: Path | None, limit: int | None, floor_db: float, sizes: tuple[tuple[int, int], ...],
+                    progress: Progress = QUIET) -> None:
     """Build and verify the tiling pair in ``work`` (its weights in the plain IR's ``.bin``) and list it in the
     manifest written there, with the plain IR's new ``bin_sha256``."""
     from edge_anime.models import read_manifest
@@ -183,14 +201,15 @@ def _build_two_pass(work: Path, loaded: Source, *, precision: str, sample_dir: P
     manifest = read_manifest(work)
     shared = work / str(manifest["ir"]["bin"])  # the pair's weights are the plain IR's (two_pass_ir)
     xml1, xml2 = build_pair(loaded.module, work, precision=precision, plain_xml=work / str(manifest["ir"]["xml"]),
-                            plain_bin=shared)
+                            plain_bin=shared, progress=progress)
     manifest["ir"]["bin_sha256"] = sha256_file(shared)  # appended to; the plain IR's offsets did not move
     try:
-        check1, check2, rel = verify_pair(xml1, xml2, shared, loaded.module, floor_db=floor_db,
+        check1, check2, rel = verify_pair(xml1, xml2, shared, reference, floor_db=floor_db,
                                           stats_tolerance=STATS_REL_TOLERANCE[precision], sizes_hw=sizes,
-                                          sample_dir=sample_dir, limit=limit)
+                                          sample_dir=sample_dir, limit=limit, progress=progress)
     except VerificationError as exc:
         raise ConversionError(f"{loaded.path} -> {precision} tiling pair: verification failed: {exc}") from exc
+    progress.step("measuring the tiles' receptive field and blend margin on the torch graph")
     count = count_norms(loaded.module)
     reach = measure_margin(loaded.module, count)
     samples = [sample.rgb for sample in load_samples(sample_dir, size_hw=sizes[0], limit=limit)]

@@ -63,7 +63,7 @@ class InvertedResBlock(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.layers(x)
+        out: torch.Tensor = self.layers(x)
         return x + out if self.use_res_connect else out
 
 
@@ -109,7 +109,7 @@ class Generator(nn.Module):
         return F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.block_a(x)
+        out: torch.Tensor = self.block_a(x)
         half_size = out.shape[-2:]
         out = self.block_b(out)
         out = self.block_c(out)
@@ -117,7 +117,8 @@ class Generator(nn.Module):
         out = self.block_d(out)
         out = self._upsample(out, x.shape[-2:])
         out = self.block_e(out)
-        return self.out_layer(out)
+        image: torch.Tensor = self.out_layer(out)  # nn.Module.__call__ is typed Any; the tanh's output is a Tensor
+        return image
 
 
 def seeded_random_generator(seed: int, *, upsample_align: bool = True) -> Generator:

@@ -5,7 +5,9 @@ float, and the CPU plugin fuses the scale/clamp into the first and last convolut
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import openvino as ov
@@ -14,8 +16,12 @@ from openvino.preprocess import ColorFormat, PrePostProcessor
 
 INPUT_NAME = "image"
 OUTPUT_NAME = "stylized"
-# Tracing size: any multiple of 4 works; the saved IR has dynamic H and W.
+# Tracing size: any multiple of 4 works; the saved IR has dynamic H and W. training/qat_toon.py traces with it.
 TRACE_HW = (256, 256)
+# What the converter traces with: small, because the trace runs the generator on it (2.5 s less per graph
+# than 256x256 on a busy 2-core box, three graphs per float conversion), and a size no verification uses, so
+# a shape the trace baked in as a constant fails verification at both of its sizes instead of passing at one.
+EXAMPLE_HW = (64, 64)
 
 
 def _u8_output(node: ov.Output) -> ov.Output:
@@ -44,6 +50,21 @@ def with_u8_io(model: ov.Model, *, layout: str = "NCHW", output_layout: str | No
     return model
 
 
+def trace_to_ov(module: object, example: tuple[Any, ...], shapes: Sequence[Sequence[int]]) -> ov.Model:
+    """``ov.convert_model`` of a torch module traced once on ``example`` (tensors), inputs set to ``shapes``.
+
+    Why the decoder is built here: ``convert_model`` traces with ``torch.jit.trace``'s default
+    ``check_trace=True``, which traces and runs the module again to compare: 20 s of a 32 s conversion of the
+    generator on a busy 2-core box. That check compares the trace with itself at the example's size; the
+    converter verifies every IR it writes against PyTorch at two other sizes, which the check cannot replace
+    and which catches all it would.
+    """
+    from openvino.frontend.pytorch.ts_decoder import TorchScriptPythonDecoder
+
+    decoder = TorchScriptPythonDecoder(module, example_input=example, trace_kwargs={"check_trace": False})
+    return ov.convert_model(decoder, input=[list(shape) for shape in shapes])
+
+
 def torch_to_float_ov(module: object, *, dynamic_hw: bool = True) -> ov.Model:
     """Convert a torch Generator (NCHW float in/out) to an OpenVINO float model, no u8 wrapping.
 
@@ -52,9 +73,9 @@ def torch_to_float_ov(module: object, *, dynamic_hw: bool = True) -> ov.Model:
     """
     import torch  # converters side only
 
-    example = torch.zeros(1, 3, *TRACE_HW)
+    example_hw = EXAMPLE_HW if dynamic_hw else TRACE_HW
     shape = [1, 3, -1, -1] if dynamic_hw else [1, 3, *TRACE_HW]
-    return ov.convert_model(module, example_input=example, input=[shape])
+    return trace_to_ov(module, (torch.zeros(1, 3, *example_hw),), [shape])
 
 
 def torch_to_ov(module: object, *, dynamic_hw: bool = True) -> ov.Model:

@@ -151,7 +151,8 @@ def psnr_vs_float(float_model: ov.Model, candidates: list[ov.Model], validation:
     reference = with_u8_io(float_model.clone(), layout=layout, output_layout=output_layout)
     by_size: dict[tuple[int, int], list[int]] = {}
     for index, sample in enumerate(validation):
-        by_size.setdefault(tuple(sample.rgb.shape[:2]), []).append(index)  # type: ignore[arg-type]
+        height, width = sample.rgb.shape[:2]
+        by_size.setdefault((int(height), int(width)), []).append(index)
     scores = [[0.0] * len(validation) for _ in candidates]
     for size, indices in by_size.items():
         ref = core.compile_model(with_static_hw(reference, size), "CPU", VERIFY_CONFIG)

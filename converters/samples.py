@@ -101,13 +101,16 @@ def load_samples(folder: Path | None, *, size_hw: tuple[int, int], limit: int | 
 
 def to_nchw_float(rgb: np.ndarray) -> np.ndarray:
     """u8 [H, W, 3] -> float32 [1, 3, H, W] in [-1, 1], the same arithmetic as the IR's preprocessing."""
-    return (rgb.astype(np.float32).transpose(2, 0, 1)[None] / np.float32(127.5)) - np.float32(1.0)
+    # numpy types arithmetic with a scalar as Any: the annotation says what it is
+    nchw: np.ndarray = rgb.astype(np.float32).transpose(2, 0, 1)[None] / np.float32(127.5) - np.float32(1.0)
+    return nchw
 
 
 def to_u8_hwc(nchw: np.ndarray) -> np.ndarray:
     """float [1, 3, H, W] in [-1, 1] -> u8 [H, W, 3]: round((x + 1) * 127.5) clamped, as the IR's postprocessing."""
     scaled = np.round((nchw[0].transpose(1, 2, 0).astype(np.float32) + np.float32(1.0)) * np.float32(127.5))
-    return np.clip(scaled, 0, 255).astype(np.uint8)
+    rgb: np.ndarray = np.clip(scaled, 0, 255).astype(np.uint8)  # Any to numpy's types, like to_nchw_float's
+    return rgb
 
 
 def psnr_db(a: np.ndarray, b: np.ndarray, *, cap_db: float = 100.0) -> float:

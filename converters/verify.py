@@ -18,10 +18,16 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .progress import QUIET, Progress
 from .samples import Sample, load_samples, psnr_db
 from .sources import Reference
 
 DEFAULT_SIZES_HW: tuple[tuple[int, int], ...] = ((256, 256), (352, 480))
+# Synthetic images per size when no photos are given: the worst of three, at a square and a non-square size,
+# per IR. Six were used until issue 29; a conversion error (a layout, a baked shape, fp16 weights out of
+# range) is systematic and shows on every image, and the six scored within 1.8 dB of each other (58.0-59.8
+# on the seeded generator at fp16), so three keep the check and halve its time. --verify-count sets it.
+SYNTHETIC_VERIFY_COUNT = 3
 FLOORS_DB: dict[str, float] = {"fp32": 45.0, "fp16": 40.0, "int8": 35.0}
 SIDE_BY_SIDE_NAME = "verify.png"
 DIFF_GAIN = 8                    # |difference| is multiplied by this in the PNG so small errors show
@@ -51,11 +57,11 @@ class Verification:
 
     @property
     def min_db(self) -> float:
-        return min(r["psnr_db"] for r in self.per_image)
+        return min(float(r["psnr_db"]) for r in self.per_image)
 
     @property
     def mean_db(self) -> float:
-        return statistics.mean(r["psnr_db"] for r in self.per_image)
+        return statistics.mean(float(r["psnr_db"]) for r in self.per_image)
 
     @property
     def passed(self) -> bool:
@@ -77,11 +83,12 @@ class Verification:
 
 def verify_ir(xml: Path, reference: Reference, *, reference_name: str, floor_db: float,
               sample_dir: Path | None = None, sizes_hw: tuple[tuple[int, int], ...] = DEFAULT_SIZES_HW,
-              png_dir: Path | None = None, limit: int | None = None) -> Verification:
+              png_dir: Path | None = None, limit: int | None = None, progress: Progress = QUIET,
+              label: str = "IR") -> Verification:
     """Run IR and reference on the samples at each size; raise ``VerificationError`` below ``floor_db``.
 
     The side-by-side PNG is written (into ``png_dir``) before the floor is checked, so a failure can be
-    looked at.
+    looked at. ``progress`` gets one line per image, named by ``label``.
     """
     import openvino as ov
 
@@ -92,14 +99,18 @@ def verify_ir(xml: Path, reference: Reference, *, reference_name: str, floor_db:
     result = Verification(reference=reference_name, floor_db=floor_db, sizes=list(sizes_hw),
                           source=f"photos:{sample_dir}" if sample_dir else "synthetic")
     rows: list[tuple[float, np.ndarray]] = []
-    for size in sizes_hw:
+    samples = {size: load_samples(sample_dir, size_hw=size, limit=limit) for size in sizes_hw}
+    total = sum(len(batch) for batch in samples.values())
+    for size, batch in samples.items():
         compiled = core.compile_model(with_static_hw(model, size), "CPU", VERIFY_CONFIG)
-        for sample in load_samples(sample_dir, size_hw=size, limit=limit):
+        for sample in batch:
             ir_out = compiled(sample.rgb[None])[0][0]
             ref_out = reference(sample.rgb)
             value = psnr_db(ir_out, ref_out)
             result.per_image.append({"image": sample.name, "size": list(size), "psnr_db": round(value, 2)})
             rows.append((value, _strip(sample, ref_out, ir_out)))
+            progress.step(f"verifying {label} vs {reference_name}: image {len(rows)}/{total} ({sample.name}, "
+                          f"{size[0]}x{size[1]}): {value:.2f} dB")
     if png_dir is not None:
         result.side_by_side = write_side_by_side(rows, png_dir / SIDE_BY_SIDE_NAME)
     if not result.passed:
