@@ -229,7 +229,7 @@ def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Ca
     image = load_config(write_config({"image": {"max_side": 512}})).image
     assert probe_shape(image, multiple=4) == (384, 512)  # a 4:3 landscape photo at max_side
     fixed = image.model_copy(update={"resize": "fixed", "fixed": (500, 300)})
-    assert probe_shape(fixed, multiple=4) == (296, 496)  # image.multiple 8 rounds down
+    assert probe_shape(fixed, multiple=4) == (304, 504)  # padded up to image.multiple 8: the shape that runs
     square = image.model_copy(update={"resize": "center_square", "center_square": 256})
     assert probe_shape(square, multiple=4) == (256, 256)
 

@@ -33,6 +33,7 @@ import openvino as ov
 
 from ..config import Config, DeviceSection, ImageSection
 from ..fsutil import write_atomic
+from ..imaging.geometry import padded_size
 from ..models import ModelInfo, resolve_model
 from .engine import Engine, ensure_cache_dir
 from .host import box_key
@@ -98,8 +99,8 @@ def probe_shape(image: ImageSection, *, multiple: int) -> tuple[int, int]:
         width = height = image.center_square
     else:
         width, height = image.max_side, round(image.max_side * LANDSCAPE_RATIO)
-    step = max(multiple, image.multiple)
-    return max(step, height - height % step), max(step, width - width % step)
+    padded_width, padded_height = padded_size((width, height), max(multiple, image.multiple))  # what runs
+    return padded_height, padded_width
 
 
 def combined_db(*figures: float) -> float:

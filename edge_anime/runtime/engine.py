@@ -363,7 +363,8 @@ class Engine:
         height, width = rgb.shape[:2]
         multiple = self.model_info.size_multiple
         if height % multiple or width % multiple:
-            raise ValueError(f"Engine.infer: {width}x{height} is not a multiple of {multiple} (imaging.plan does that)")
+            raise ValueError(f"Engine.infer: {width}x{height} is not a multiple of {multiple} "
+                             "(the pipeline pads to it: imaging.tiling.pad_to)")
         compiled = self.compiled(height, width)
         with self._lock:
             entry = self._sync_requests.get(id(compiled))
