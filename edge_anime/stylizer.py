@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import threading
@@ -231,23 +232,19 @@ class Stylizer:
         """File jobs (``stylize``'s batch): every job's result, in order, failures included, never raised.
 
         The jobs share the style's pipeline with concurrent ``stylize`` calls; each is submitted with a future
-        of its own (the job's ``tag`` stays the caller's, on the result's ``job``)."""
+        of its own (the job's ``tag`` stays the caller's, on the result's ``job``). With ``progress`` the bar
+        counts pictures, and moves inside a picture that runs in tiles (``image.resize: full``), a tile at a
+        time, so a 2-minute picture never sits still at 1/4."""
         originals = list(jobs)
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(originals), unit="img", dynamic_ncols=True)
-
-        def tick(_done: Future[JobResult]) -> None:
-            if bar is not None:
-                bar.update(1)
-
+        bar = _Bar(len(originals)) if progress else None
         futures: list[Future[JobResult]] = []
         try:
-            for job in originals:
+            for index, job in enumerate(originals):
+                if bar is not None and job.on_tile is None:
+                    job = dataclasses.replace(job, on_tile=functools.partial(bar.tile, index))
                 future = self.submit(job, style=style)
-                future.add_done_callback(tick)
+                if bar is not None:
+                    future.add_done_callback(functools.partial(bar.done, index))
                 futures.append(future)
             return [dataclasses.replace(f.result(), job=job) for f, job in zip(futures, originals)]
         finally:
@@ -448,6 +445,40 @@ class Stylizer:
         except UnsafeNameError as exc:
             raise UserError(str(exc)) from None
         return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle), owned=owned)
+
+
+class _Bar:
+    """``run_jobs``'s progress bar: whole pictures plus the finished share of the pictures running in tiles
+    (tqdm takes a fractional count). Ticked from pipeline threads, so under a lock."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, unit="img", dynamic_ncols=True)
+        self._lock = threading.Lock()
+        self._finished = 0
+        self._partial: dict[int, float] = {}
+
+    def tile(self, index: int, done: int, total: int) -> None:
+        with self._lock:
+            self._partial[index] = done / total
+            self._bar.set_postfix_str(f"tiles {done}/{total}", refresh=False)
+            self._show()
+
+    def done(self, index: int, _future: Future[JobResult]) -> None:
+        with self._lock:
+            self._partial.pop(index, None)
+            self._finished += 1
+            if not self._partial:
+                self._bar.set_postfix_str("", refresh=False)
+            self._show()
+
+    def close(self) -> None:
+        self._bar.close()
+
+    def _show(self) -> None:
+        self._bar.n = round(self._finished + sum(self._partial.values()), 3)
+        self._bar.refresh()
 
 
 def style_specs(config: Config) -> dict[str, str]:

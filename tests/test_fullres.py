@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import subprocess
 import sys
 import threading
@@ -333,3 +334,20 @@ def test_the_whole_picture_and_pass_2_take_every_core_on_a_small_box_only() -> N
     small = picture_device(configured, cores=2)
     assert (small.performance_hint, small.num_streams) == ("LATENCY", "auto")
     assert picture_device(configured, cores=LATENCY_MAX_CORES + 1) == configured
+
+
+def test_the_stylize_bar_moves_inside_a_tiled_picture(full_config: Callable[..., Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #29: ``stylize``'s bar (``Stylizer.run_jobs(progress=True)``) counts the tiles of a picture that
+    runs in tiles: it shows a fraction of the picture and the tile count before the picture is done."""
+    from edge_anime import Stylizer
+    from edge_anime.pipeline import Job
+
+    synthetic_photo(320, 240, seed=3).save(tmp_path / "tiled.png")
+    with Stylizer(full_config("bar.yaml", tile_px=TILE_PX)) as stylizer:
+        results = stylizer.run_jobs([Job(src=tmp_path / "tiled.png", dst=tmp_path / "out.png")], progress=True)
+    assert results[0].ok, results[0].error
+    drawn = capsys.readouterr().err
+    assert "tiles 1/" in drawn
+    fractions = [float(m) for m in re.findall(r"\| (0\.\d+)/1 \[", drawn)]
+    assert fractions and all(0 < f < 1 for f in fractions), drawn[-500:]
