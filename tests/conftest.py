@@ -1,7 +1,10 @@
-"""Shared fixtures: one seeded-random checkpoint and its IR per test session, real photos when present.
+"""Shared fixtures: one seeded-random checkpoint and its IR per test session, one OpenVINO model cache per
+test session, real photos when present.
 
 Converting costs a few seconds of the two cores, so it happens once per session; tests copy the model
-folder when they need to damage it.
+folder when they need to damage it. Compiling costs about as much again per shape, so every config the
+fixtures write (and every subprocess started on one) points ``device.cache_dir`` at one session folder:
+each shape of each model compiles once per run, not once per test.
 """
 from __future__ import annotations
 
@@ -94,14 +97,25 @@ def make_photo(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+@pytest.fixture(scope="session")
+def ov_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``device.cache_dir`` of the whole run (OpenVINO's CACHE_DIR, the plugin read-back, the measured
+    variant decisions). Every config ``write_config`` writes points here, so a shape compiled by one test
+    (in this process or in a service it starts) is an import for every later one. A test about what the
+    cache holds (blobs written, a decision kept or damaged) gives its own folder instead: others' entries
+    would answer for it."""
+    return tmp_path_factory.mktemp("ovcache")
+
+
 @pytest.fixture
-def write_config(tmp_path: Path, random_ir: Path) -> Callable[..., Path]:
-    """Write a config YAML into tmp_path using the random IR; ``overrides`` are merged per section."""
+def write_config(tmp_path: Path, random_ir: Path, ov_cache: Path) -> Callable[..., Path]:
+    """Write a config YAML into tmp_path using the random IR and the session's model cache; ``overrides``
+    are merged per section."""
 
     def write(overrides: dict[str, dict[str, Any]] | None = None, *, name: str = "config.yaml") -> Path:
         data: dict[str, dict[str, Any]] = {
             "model": {"path": str(random_ir / "model.xml")},
-            "device": {"cache_dir": str(tmp_path / "ovcache")},
+            "device": {"cache_dir": str(ov_cache)},
             "image": {"resize": "max_side", "max_side": 128},
             "watch": {"root": str(tmp_path / "watch"), "settle_seconds": 0.3, "poll_interval_seconds": 0.1},
         }

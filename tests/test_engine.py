@@ -25,18 +25,20 @@ def model(random_ir: Path) -> ModelInfo:
     return load_model_info(random_ir)
 
 
-def _device(tmp_path: Path, **fields: Any) -> DeviceSection:
-    fields.setdefault("cache_dir", tmp_path / "ovcache")
-    return DeviceSection(**fields)
+def _device(cache: Path, **fields: Any) -> DeviceSection:
+    """A device section on the model cache ``cache``: the session's (``ov_cache``) where a test only needs
+    an engine, a folder of the test's own where it asserts what the cache holds or how many compiles it
+    took (another test's blobs or read-back would answer for it)."""
+    return DeviceSection(cache_dir=cache, **fields)
 
 
 def _image(height: int, width: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
 
 
-def test_latency_hint_runs_one_stream_and_throughput_at_least_as_many(model: ModelInfo, tmp_path: Path) -> None:
-    latency = Engine(model, _device(tmp_path, performance_hint="LATENCY"))
-    throughput = Engine(model, _device(tmp_path, performance_hint="THROUGHPUT"))
+def test_latency_hint_runs_one_stream_and_throughput_at_least_as_many(model: ModelInfo, ov_cache: Path) -> None:
+    latency = Engine(model, _device(ov_cache, performance_hint="LATENCY"))
+    throughput = Engine(model, _device(ov_cache, performance_hint="THROUGHPUT"))
     assert latency.describe()["effective"]["PERFORMANCE_HINT"] == "LATENCY"
     assert latency.effective["NUM_STREAMS"] == 1
     assert latency.num_requests == latency.effective["OPTIMAL_NUMBER_OF_INFER_REQUESTS"]
@@ -45,9 +47,9 @@ def test_latency_hint_runs_one_stream_and_throughput_at_least_as_many(model: Mod
     assert throughput.num_requests == throughput.effective["OPTIMAL_NUMBER_OF_INFER_REQUESTS"] >= 1
 
 
-def test_explicit_streams_threads_pinning_precision_are_applied(model: ModelInfo, tmp_path: Path,
+def test_explicit_streams_threads_pinning_precision_are_applied(model: ModelInfo, ov_cache: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
-    device = _device(tmp_path, performance_hint="THROUGHPUT", num_streams=2, inference_num_threads=2,
+    device = _device(ov_cache, performance_hint="THROUGHPUT", num_streams=2, inference_num_threads=2,
                      enable_cpu_pinning=False, inference_precision="f32", num_requests=3,
                      execution_mode="ACCURACY")
     with caplog.at_level(logging.INFO, logger="edge_anime.runtime.engine"):
@@ -73,11 +75,11 @@ def test_a_cache_dir_that_cannot_be_a_folder_is_a_config_error_naming_the_key(mo
                                                                              tmp_path: Path) -> None:
     (tmp_path / "a_file").write_text("not a folder")
     with pytest.raises(ConfigError, match=r"device\.cache_dir: .*a_file/cache: cannot hold the model cache"):
-        Engine(model, _device(tmp_path, cache_dir=tmp_path / "a_file" / "cache"))
+        Engine(model, _device(tmp_path / "a_file" / "cache"))
 
 
 def test_model_cache_is_populated_then_reused(model: ModelInfo, tmp_path: Path) -> None:
-    device = _device(tmp_path)
+    device = _device(tmp_path / "ovcache")  # its own: "the first start writes blobs" needs a cold cache
     Engine(model, device).infer(_image(32, 48))
     blobs = {p.name: p.stat().st_mtime_ns for p in Path(device.cache_dir).iterdir()}  # type: ignore[arg-type]
     assert blobs, "the first start must write compiled blobs into device.cache_dir"
@@ -86,8 +88,8 @@ def test_model_cache_is_populated_then_reused(model: ModelInfo, tmp_path: Path) 
     assert again == blobs, "a warm start must load the same blobs, not compile and write new ones"
 
 
-def test_static_shape_cache_is_a_bounded_lru(model: ModelInfo, tmp_path: Path) -> None:
-    engine = Engine(model, _device(tmp_path, shape_cache_size=2))
+def test_static_shape_cache_is_a_bounded_lru(model: ModelInfo, ov_cache: Path) -> None:
+    engine = Engine(model, _device(ov_cache, shape_cache_size=2))
     start = engine.compiles
     first = engine.compiled(32, 32)
     engine.compiled(32, 48)
@@ -99,10 +101,10 @@ def test_static_shape_cache_is_a_bounded_lru(model: ModelInfo, tmp_path: Path) -
     assert len(engine.cached_shapes()) == 2
 
 
-def test_static_infer_matches_dynamic(model: ModelInfo, tmp_path: Path) -> None:
+def test_static_infer_matches_dynamic(model: ModelInfo, ov_cache: Path) -> None:
     image = _image(40, 56, seed=3)
-    static = Engine(model, _device(tmp_path, shape_policy="static", inference_precision="f32"))
-    dynamic = Engine(model, _device(tmp_path, shape_policy="dynamic", inference_precision="f32"))
+    static = Engine(model, _device(ov_cache, shape_policy="static", inference_precision="f32"))
+    dynamic = Engine(model, _device(ov_cache, shape_policy="dynamic", inference_precision="f32"))
     a, b = static.infer(image), dynamic.infer(image)
     assert a.shape == b.shape == image.shape and a.dtype == np.uint8
     diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
@@ -110,19 +112,19 @@ def test_static_infer_matches_dynamic(model: ModelInfo, tmp_path: Path) -> None:
     assert dynamic.compiled(40, 56) is dynamic.compiled(64, 64)  # one model for every size
 
 
-def test_infer_refuses_sizes_off_the_multiple(model: ModelInfo, tmp_path: Path) -> None:
-    engine = Engine(model, _device(tmp_path))
+def test_infer_refuses_sizes_off_the_multiple(model: ModelInfo, ov_cache: Path) -> None:
+    engine = Engine(model, _device(ov_cache))
     with pytest.raises(ValueError, match="multiple"):
         engine.infer(_image(30, 32))
     with pytest.raises(ValueError, match="uint8"):
         engine.infer(np.zeros((32, 32, 3), np.float32))
 
 
-def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: Path,
+def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, ov_cache: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     # PERFORMANCE_HINT_NUM_REQUESTS reads back as given; a request the CPU cannot honour shows up in ignored().
     with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.engine"):
-        engine = Engine(model, _device(tmp_path, num_requests=2, enable_hyper_threading=True))
+        engine = Engine(model, _device(ov_cache, num_requests=2, enable_hyper_threading=True))
     smt = engine.effective["ENABLE_HYPER_THREADING"]
     notes = engine.ignored()
     assert not any("num_requests" in n for n in notes)
@@ -132,24 +134,24 @@ def test_settings_the_plugin_overrides_are_reported(model: ModelInfo, tmp_path: 
     assert engine.describe()["ignored"] == notes
 
 
-def test_shape_cache_also_bounded_by_memory(model: ModelInfo, tmp_path: Path) -> None:
+def test_shape_cache_also_bounded_by_memory(model: ModelInfo, ov_cache: Path) -> None:
     # 64 MB holds one live 128x128 or 128x160 f32 shape (41 / 46 MB), not both: a new size evicts the previous one.
-    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
+    engine = Engine(model, _device(ov_cache, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
                                    inference_precision="f32"))
     assert engine.shape_mb(128, 128) < 64 < engine.shape_mb(128, 128) + engine.shape_mb(128, 160)
     engine.compiled(128, 128)
     engine.compiled(128, 160)
     assert engine.cached_shapes() == [(128, 160)]
-    roomy = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=4096, num_streams=1))
+    roomy = Engine(model, _device(ov_cache, shape_cache_size=8, shape_cache_mb=4096, num_streams=1))
     roomy.compiled(128, 128)
     roomy.compiled(128, 160)
     assert roomy.cached_shapes() == [(128, 128), (128, 160)] and roomy.cache_mb() < 4096
 
 
 def test_over_the_memory_bound_idle_shapes_give_their_memory_back_and_stay_compiled(model: ModelInfo,
-                                                                                   tmp_path: Path) -> None:
+                                                                                   ov_cache: Path) -> None:
     # 64 MB holds one live 104x128 or 112x128 f32 shape (38 / 39 MB) plus a released one (IDLE_SHAPE_MB), not two live.
-    engine = Engine(model, _device(tmp_path, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
+    engine = Engine(model, _device(ov_cache, shape_cache_size=8, shape_cache_mb=64, num_streams=1,
                                    inference_precision="f32"))
     assert max(engine.shape_mb(104, 128), engine.shape_mb(112, 128)) + IDLE_SHAPE_MB <= 64
     assert engine.shape_mb(104, 128) + engine.shape_mb(112, 128) > 64
@@ -213,7 +215,7 @@ def test_shape_cache_mb_bounds_the_process_memory(random_ir: Path, tmp_path: Pat
     assert 0.75 * roomy["all_live_mb"] <= roomy["grown_mb"] <= 1.25 * roomy["all_live_mb"], roomy
 
 
-def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, tmp_path: Path) -> None:
+def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, ov_cache: Path) -> None:
     """A decode thread whose size is cached gets its model while another size compiles: the test holds the
     cross-process compile flock, so the new size's compile is stuck until the cached lookup has returned."""
     import threading
@@ -221,7 +223,7 @@ def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, t
 
     from edge_anime.runtime.engine import cache_lock
 
-    device = _device(tmp_path, shape_cache_size=4)
+    device = _device(ov_cache, shape_cache_size=4)
     engine = Engine(model, device)
     cached = engine.compiled(32, 32)
     got: dict[str, Any] = {}
@@ -240,12 +242,12 @@ def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, t
     assert got["new"] is engine.compiled(48, 48) and not engine._compiling
 
 
-def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, tmp_path: Path) -> None:
+def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, ov_cache: Path) -> None:
     import threading
 
     from edge_anime.runtime.engine import cache_lock
 
-    device = _device(tmp_path, shape_cache_size=4)
+    device = _device(ov_cache, shape_cache_size=4)
     engine = Engine(model, device)
     start = engine.compiles
     got: list[Any] = []
@@ -263,16 +265,17 @@ def test_a_warm_start_reads_the_plugins_choice_instead_of_compiling_a_probe(mode
                                                                            caplog: pytest.LogCaptureFixture) -> None:
     """``readback``: the probe compile is ~15 % of a warm service start; an earlier start's identical probe
     (same box, OpenVINO, model and properties) answers for it, and anything else asks the plugin again."""
-    device = _device(tmp_path, performance_hint="THROUGHPUT", num_streams=2, inference_precision="f32")
+    cache = tmp_path / "ovcache"  # its own: the session's would already hold this probe's read-back
+    device = _device(cache, performance_hint="THROUGHPUT", num_streams=2, inference_precision="f32")
     first = Engine(model, device)
     assert first.compiles == 1
-    files = list((tmp_path / "ovcache").glob("edge-anime-plugin-*.json"))
+    files = list(cache.glob("edge-anime-plugin-*.json"))
     assert len(files) == 1
     warm = Engine(model, device)
     assert warm.compiles == 0 and warm.effective == first.effective and warm.num_requests == first.num_requests
     picture = _image(64, 96)
     assert np.array_equal(warm.infer(picture), first.infer(picture))  # the first photo compiles its shape
-    other = Engine(model, _device(tmp_path, performance_hint="THROUGHPUT", num_streams=1,
+    other = Engine(model, _device(cache, performance_hint="THROUGHPUT", num_streams=1,
                                   inference_precision="f32"))
     assert other.compiles == 1 and other.effective["NUM_STREAMS"] == 1  # other properties: asked again
     files[0].write_text("{not json", encoding="utf-8")

@@ -45,9 +45,14 @@ def _style_copy(two_variants: Path, tmp_path: Path) -> Path:
     return target
 
 
-def _config(write_config: Callable[..., Path], style: Path, **model: str) -> Path:
-    return write_config({"model": {"path": str(style), **model}, "image": {"max_side": 64},
-                         "device": {"performance_hint": "LATENCY"}})
+def _config(write_config: Callable[..., Path], style: Path, own_cache: Path | None = None, **model: str) -> Path:
+    """A config on ``style``; ``own_cache``: a model cache of the test's own, for the tests of the decision
+    kept there. A decision is keyed by the style's digests, which every copy of it shares, so in the session's
+    cache one test's decision would answer for the next test's first measurement."""
+    device: dict[str, object] = {"performance_hint": "LATENCY"}
+    if own_cache is not None:
+        device["cache_dir"] = str(own_cache)
+    return write_config({"model": {"path": str(style), **model}, "image": {"max_side": 64}, "device": device})
 
 
 def _decisions(config_path: Path) -> list[Path]:
@@ -115,7 +120,7 @@ def test_a_variant_name_that_is_no_name_is_refused_by_the_config(write_config: C
 
 def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, tmp_path: Path,
                                                            write_config: Callable[..., Path]) -> None:
-    path = _config(write_config, _style_copy(two_variants, tmp_path))
+    path = _config(write_config, _style_copy(two_variants, tmp_path), tmp_path / "ovcache")
     config = load_config(path)
     style = resolve_model(config.model.path, search_dirs=[])
     first = choose(config, style, seconds=PROBE_S)
@@ -143,7 +148,7 @@ def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, t
 def test_a_damaged_decision_is_ignored_and_measured_again(two_variants: Path, tmp_path: Path,
                                                           write_config: Callable[..., Path],
                                                           caplog: pytest.LogCaptureFixture) -> None:
-    path = _config(write_config, _style_copy(two_variants, tmp_path))
+    path = _config(write_config, _style_copy(two_variants, tmp_path), tmp_path / "ovcache")
     config = load_config(path)
     style = resolve_model(config.model.path, search_dirs=[])
     choose(config, style, seconds=PROBE_S)
@@ -165,7 +170,7 @@ def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: P
     del entry["quality"]
     entry["verification"]["reference"] = "unknown"  # nothing left to read a figure vs FP32 from
     (style_dir / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
-    config = load_config(_config(write_config, style_dir))
+    config = load_config(_config(write_config, style_dir, tmp_path / "ovcache"))
     style = resolve_model(config.model.path, search_dirs=[])
     with caplog.at_level(logging.WARNING, logger="edge_anime.runtime.choice"):
         chosen = choose(config, style, seconds=PROBE_S)
@@ -175,14 +180,15 @@ def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: P
     fp16 = [f for f in chosen.figures if f["variant"] == "fp16"]
     assert fp16 and not any(f["eligible"] for f in fp16) and "no quality figure" in fp16[0]["reason"]
     assert caplog.text.count("variant fp16 is never auto-chosen") == 1
-    pinned = load_config(_config(write_config, style_dir, variant="fp16"))
+    pinned = load_config(_config(write_config, style_dir, tmp_path / "ovcache", variant="fp16"))
     assert open_engine(pinned)[0].variant_name == "fp16"  # pinned, it still runs
 
 
 def test_explicit_settings_win_and_are_not_measured(two_variants: Path, tmp_path: Path,
                                                     write_config: Callable[..., Path]) -> None:
     path = write_config({"model": {"path": str(_style_copy(two_variants, tmp_path)), "variant": "fp16"},
-                         "device": {"inference_precision": "f32"}, "image": {"max_side": 64}})
+                         "device": {"inference_precision": "f32", "cache_dir": str(tmp_path / "ovcache")},
+                         "image": {"max_side": 64}})  # its own cache: no decision of another test in it
     model, engine = open_engine(load_config(path))
     assert model.variant_name == "fp16" and model.xml.name == "model_fp16.xml"
     assert engine.choice is not None and engine.choice["how"] == "pinned"
@@ -208,7 +214,7 @@ def test_other_weights_under_the_same_name_replace_the_style(two_variants: Path,
 def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path: Path,
                                                    write_config: Callable[..., Path]) -> None:
     style = _style_copy(two_variants, tmp_path)
-    path = _config(write_config, style)
+    path = _config(write_config, style, tmp_path / "ovcache")
     show = subprocess.run([sys.executable, "-m", "edge_anime", "config", "show", str(path)],
                           capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert show.returncode == 0, show.stderr
