@@ -18,7 +18,7 @@ import reprlib
 import string
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -95,6 +95,12 @@ PathField = Annotated[Path, Field(strict=False)]
 Seconds = Annotated[float, Field(ge=0)]
 
 
+
+# One home for the names several modules need (the CLI's choices, the sweep's axis, the folder checks).
+InferencePrecision = Literal["auto", "f32", "bf16", "f16"]
+PRECISION_CHOICES: tuple[str, ...] = get_args(InferencePrecision)  # auto, then the plugin's own precisions
+WATCH_FOLDERS = ("inbox", "work", "outbox", "done", "failed")  # watch.<name>, each defaulting to <root>/<name>
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -125,7 +131,7 @@ class DeviceSection(_Section):
     enable_cpu_pinning: AutoBool = False  # see configs/default.yaml: pinned streams of several shapes collide
     enable_hyper_threading: AutoBool = "auto"
     scheduling_core_type: Literal["ANY_CORE", "PCORE_ONLY", "ECORE_ONLY"] = "ANY_CORE"
-    inference_precision: Literal["auto", "f32", "bf16", "f16"] = "auto"
+    inference_precision: InferencePrecision = "auto"
     execution_mode: Literal["PERFORMANCE", "ACCURACY"] = "PERFORMANCE"
     cache_dir: PathField | None = Field(default_factory=lambda: default_locations().cache)  # null disables
     shape_policy: Literal["static", "dynamic"] = "static"
@@ -346,7 +352,7 @@ class Config(_Section):
 _PATH_KEYS: dict[str, tuple[str, ...]] = {
     "model": ("dirs",),
     "device": ("cache_dir",),
-    "watch": ("root", "inbox", "work", "outbox", "done", "failed"),
+    "watch": ("root", *WATCH_FOLDERS),
     "service": ("status_file",),
     "http": ("auth_token_file",),
 }

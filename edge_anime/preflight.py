@@ -15,12 +15,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import Config
+from .config import WATCH_FOLDERS, Config
 from .errors import ConfigError
 
 # Kernel filesystems: files there exist, but they are the kernel's, never a place for photos or state.
 KERNEL_PREFIXES = ("/proc", "/sys", "/dev")
-WATCH_FOLDERS = ("inbox", "work", "outbox", "done", "failed")
 
 
 def _on_kernel_fs(path: Path) -> bool:

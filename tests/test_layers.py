@@ -29,8 +29,8 @@ def test_an_import_back_up_and_a_lazy_cycle_are_both_found(tmp_path: Path) -> No
     geometry = copy / "imaging" / "geometry.py"
     geometry.write_text(geometry.read_text() + "\n\ndef _later() -> None:\n"
                         "    from .fullres import plan_full  # noqa: F401\n"
-                        "    from ..service import logs  # noqa: F401\n")
+                        "    from ..service import signals  # noqa: F401\n")
     result = _layers(tmp_path)
     assert result.returncode == 1
-    assert "edge_anime.imaging.geometry (imaging) imports edge_anime.service.logs (service)" in result.stdout
+    assert "edge_anime.imaging.geometry (imaging) imports edge_anime.service.signals (service)" in result.stdout
     assert "cycle: edge_anime.imaging.fullres -> edge_anime.imaging.geometry" in result.stdout

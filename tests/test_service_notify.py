@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_anime.service.logs import JsonFormatter, under_journald
+from edge_anime.logs import JsonFormatter, under_journald
 from edge_anime.service.notify import Notifier
 
 

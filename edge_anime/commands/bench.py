@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from ..config import PRECISION_CHOICES
 from ..errors import EXIT_OK
 
 
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "path (model.path override; --model is the old spelling)")
     parser.add_argument("--variant", default=None, metavar="NAME",
                         help="model.variant override: an IR of the style (fp16, int8; see models list) or auto")
-    parser.add_argument("--precision", default=None, choices=("auto", "f32", "bf16", "f16"),
+    parser.add_argument("--precision", default=None, choices=PRECISION_CHOICES,
                         help="device.inference_precision override")
     parser.add_argument("--max-side", type=int, default=None, metavar="N",
                         help="resize to at most N px on the long side (sets image.resize: max_side)")

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         from ..http.server import listen, make_server
     except ImportError as exc:
         raise UserError(f"serve needs the http extra ({exc.name} is missing): {INSTALL_HINT}") from None
-    from ..service.logs import setup_logging
+    from ..logs import setup_logging
     from ..service.notify import Notifier
 
     setup_logging(log_format=config.service.log_format, level=config.service.log_level)

@@ -206,10 +206,10 @@ def _names_lines(planned: list[Planned], results: list[JobResult | ClipResult]) 
 
 class _ConsoleFormatter(logging.Formatter):
     """Progress as plain lines (``choice: measuring ...``), warnings and errors with their level in front,
-    each argument escaped as in the service's log (``service.logs.escaped``): one line per record."""
+    each argument escaped as in the service's log (``logs.escaped``): one line per record."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from ..service.logs import escaped
+        from ..logs import escaped
 
         text = escaped(record).getMessage()
         return text if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {text}"

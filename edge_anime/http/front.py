@@ -35,7 +35,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..service.logs import FIELDS_ATTR
+from ..logs import FIELDS_ATTR
 from .errors import RETRY_AFTER_SECONDS, HttpError
 
 log = logging.getLogger("edge_anime.http")

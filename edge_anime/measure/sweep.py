@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ..config import Config, effective_yaml, load_config
+from ..config import PRECISION_CHOICES, Config, effective_yaml, load_config
 from ..errors import EdgeAnimeError, UserError
 from ..fsutil import write_atomic
 from ..models import ModelInfo, resolve_model
@@ -79,7 +79,7 @@ def axes(config: Config, model: ModelInfo, *, cores: int,
     threads: list[Any] = ["auto", *range(1, cores + 1)]
     return [
         ("variant", variants),
-        ("inference_precision", ["auto", "f32", "bf16", "f16"]),
+        ("inference_precision", list(PRECISION_CHOICES)),
         ("performance_hint", ["THROUGHPUT", "LATENCY"]),
         ("num_streams", streams),
         ("shape_policy", ["static", "dynamic"]),

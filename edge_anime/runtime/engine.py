@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 
 # What the config spells -> the OpenVINO element type name the plugin reports back.
-PRECISIONS: dict[str, str] = {"f32": "f32", "bf16": "bf16", "f16": "f16"}
 # A probe compile at start-up reads back what the plugin chose (streams, threads, requests, precision),
 # validates the properties before the first photo arrives and warms the model cache. The size is tiny so
 # a cold cache costs a fraction of a second; any multiple of the model's size multiple works.
@@ -106,7 +105,7 @@ def compile_properties(device: DeviceSection) -> dict[str, Any]:
     }
     props.update({key: value for key, value in optional.items() if value != "auto"})
     if device.inference_precision != "auto":
-        props["INFERENCE_PRECISION_HINT"] = PRECISIONS[device.inference_precision]
+        props["INFERENCE_PRECISION_HINT"] = device.inference_precision
     if device.cache_dir is not None:
         props["CACHE_DIR"] = str(device.cache_dir)
     return props
@@ -389,7 +388,7 @@ class Engine:
         """A sentence when the plugin runs another precision than the config asked for (None when it obeys)."""
         asked = self.device.inference_precision
         got = self.effective.get("INFERENCE_PRECISION_HINT")
-        if asked == "auto" or got is None or got == PRECISIONS[asked]:
+        if asked == "auto" or got is None or got == asked:
             return None
         return (
             f"device.inference_precision: asked for {asked}, but this CPU runs {got} "

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
-from ..config import DeviceSection
+from ..config import PRECISION_CHOICES, DeviceSection
 from ..errors import EdgeAnimeError
 from ..models import ModelInfo
 from .engine import Engine
@@ -100,7 +100,7 @@ def native_precisions(core: ov.Core, device_name: str = "CPU") -> list[str]:
         caps = {str(c).upper() for c in core.get_property(device_name, "OPTIMIZATION_CAPABILITIES")}
     except RuntimeError:
         caps = set()
-    return ["f32"] + [p for p in ("bf16", "f16") if NATIVE_CAPABILITY[p] in caps]
+    return [p for p in PRECISION_CHOICES if p in NATIVE_CAPABILITY and (p == "f32" or NATIVE_CAPABILITY[p] in caps)]
 
 
 def probe_picture(height: int, width: int) -> np.ndarray:

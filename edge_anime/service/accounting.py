@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..logs import FIELDS_ATTR, log_name
 from ..watch.claim import Claim
 from ..watch.core import Pause, RoomWait
 from ..watch.handler import Outcome, Verdict
-from .logs import FIELDS_ATTR, log_name
 from .metrics import Metrics
 from .status_file import Counts
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import UserError
+from ..logs import FIELDS_ATTR, log_name
 from ..pipeline import Job
 from ..stylizer import StylizerClosed
 from ..video.job import ClipResult, ClipStopped, Progress
 from ..watch.claim import Claim
 from ..watch.faults import StyleFault
-from .logs import FIELDS_ATTR, log_name
 
 if TYPE_CHECKING:
     from ..stylizer import Stylizer

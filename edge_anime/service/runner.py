@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, ModelSection, is_loopback, load_config
+from ..config import WATCH_FOLDERS, Config, ModelSection, is_loopback, load_config
 from ..errors import ConfigError, UserError
 from ..fsutil import TEMP_PREFIX
 from ..inputs import InputFilter
+from ..logs import setup_logging
 from ..naming import child
 from ..preflight import check_paths
 from ..watch.claim import Claim, WorkerDir
@@ -35,7 +36,6 @@ from ..watch.folders import Folders, check_style_names, prepare_folders
 from ..watch.handler import Handler
 from ..watch.journal import ProcessedList
 from .accounting import Accounting
-from .logs import setup_logging
 from .notify import Notifier
 from .signals import Flags
 from .status_file import Status, write_status
@@ -363,7 +363,7 @@ class WatchService:
 
     @staticmethod
     def _keep_fixed_watch_keys(old: Config, new: Config) -> Config:
-        fixed = ("root", "inbox", "work", "outbox", "done", "failed", "worker_id")
+        fixed = ("root", *WATCH_FOLDERS, "worker_id")
         changed = [k for k in fixed if getattr(old.watch, k) != getattr(new.watch, k)]
         if not changed:
             return new

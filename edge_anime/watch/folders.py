@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import naming
-from ..config import Config, WatchSection
+from ..config import WATCH_FOLDERS, Config, WatchSection
 from ..errors import ConfigError
 from ..inputs import InputFilter
 
-FOLDER_NAMES = ("inbox", "work", "outbox", "done", "failed")
+FOLDER_NAMES = WATCH_FOLDERS
 # Folders whose contents are moved by rename with the inbox's files: they must share its filesystem.
 SAME_FS_AS_INBOX = ("work", "done", "failed")
 PROBE_PREFIX = ".edge-anime-probe-"

@@ -1,4 +1,7 @@
-"""Logging for the service: one line per image, plain or JSON, no second timestamp under journald.
+"""Logging for every command: one line per image, plain or JSON, no second timestamp under journald.
+
+In the base layer, not in ``service``: the HTTP app, the clip glue and ``stylize`` log through the same
+escaping and the same structured fields (``FIELDS_ATTR``).
 
 Every argument of every log line is escaped (``escape``): a file named ``"x\n... INFO done ..."`` cannot
 forge a line, in plain or JSON form, whichever logger logged it. Python warnings (Pillow's, OpenVINO's) are
