@@ -301,6 +301,7 @@ def test_guided_mode_end_to_end(write_config: Callable[..., Path], tmp_path: Pat
 BUNDLED_TOON = REPO_ROOT / "models" / "toon"
 
 
+@pytest.mark.slow
 def test_the_bundled_style_runs_full_resolution_in_tiles(write_config: Callable[..., Path], tmp_path: Path) -> None:
     """``resize: full`` out of the box: the shipped toon carries its tiling pair (weights in its model.bin),
     and a picture forced into tiles (small tile_px, small budget) comes out as the whole-picture run."""
