@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import openvino as ov
 
+from edge_anime.config import QUALITY_FLOOR_DB
+
 from .ir import with_u8_io
 from .samples import Sample, default_photo_dir, synthetic_images, to_nchw_float
 
@@ -341,7 +343,7 @@ def _quantize_with_accuracy_control(model: ov.Model, data: Any, inputs: list[np.
             scores.append(PSNR_CAP_DB if mse == 0 else min(PSNR_CAP_DB, 10 * float(np.log10(255.0**2 / mse))))
         return float(np.mean(scores)), scores
 
-    floor_db = setup.accuracy_control_floor_db if setup.accuracy_control_floor_db is not None else 35.0
+    floor_db = setup.accuracy_control_floor_db if setup.accuracy_control_floor_db is not None else QUALITY_FLOOR_DB
     return nncf.quantize_with_accuracy_control(
         model, data, nncf.Dataset(inputs), validate,
         max_drop=PSNR_CAP_DB - floor_db, drop_type=nncf.DropType.ABSOLUTE,

@@ -100,6 +100,9 @@ Seconds = Annotated[float, Field(ge=0)]
 InferencePrecision = Literal["auto", "f32", "bf16", "f16"]
 PRECISION_CHOICES: tuple[str, ...] = get_args(InferencePrecision)  # auto, then the plugin's own precisions
 WATCH_FOLDERS = ("inbox", "work", "outbox", "done", "failed")  # watch.<name>, each defaulting to <root>/<name>
+# The quality a variant of a style must hold to be run (the start-up choice) or swept (tune): its manifest's
+# worst photo vs FP32, in dB. The converter holds an INT8 IR to the same floor when it writes one.
+QUALITY_FLOOR_DB = 35.0
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)

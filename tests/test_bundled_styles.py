@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import yaml
 
+from edge_anime.config import QUALITY_FLOOR_DB
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODELS = REPO_ROOT / "models"
 CHECKPOINTS = REPO_ROOT / "training" / "checkpoints"
 STYLES = sorted(p.parent.name for p in MODELS.glob("*/manifest.yaml"))
-INT8_FLOOR_DB = 35.0
 
 
 def _manifest(style: str) -> dict:
@@ -34,7 +35,7 @@ def test_style_ships_fp16_int8_and_the_tiling_pair(style: str) -> None:
     assert manifest["precision"] == "fp16" and manifest["upsample_align"] is True
     variants = manifest["variants"]
     assert variants["int8"]["precision"] == "int8"
-    assert variants["int8"]["quality"]["psnr_db"]["min"] >= INT8_FLOOR_DB, "INT8 worst photo under the floor"
+    assert variants["int8"]["quality"]["psnr_db"]["min"] >= QUALITY_FLOOR_DB, "INT8 worst photo under the floor"
     roles = {v.get("role") for v in variants.values()}
     assert {"gn_stats_out", "gn_stats_in"} <= roles, f"{style}: no tiling pair for image.resize: full"
     for entry in [manifest["ir"], *(v["ir"] for v in variants.values())]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..config import QUALITY_FLOOR_DB
 from ..errors import EXIT_OK
 
 PROBE_SECONDS = 2.0  # per candidate, as at a first start
@@ -24,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the style to measure: a style of model.styles, an installed model's name or an IR "
                              "path (model.path override; --model is the old spelling)")
     parser.add_argument("--max-side", type=int, default=None, metavar="N", help="image.max_side override")
-    parser.add_argument("--int8-floor-db", type=float, default=35.0, metavar="DB",
+    parser.add_argument("--int8-floor-db", type=float, default=QUALITY_FLOOR_DB, metavar="DB",
                         help="sweep a variant of the style (int8) only if its manifest's PSNR vs FP32 "
-                             "is at least this (35)")
+                             "is at least this (%(default)g, the start-up choice's floor)")
     parser.add_argument("--images", type=int, default=8, metavar="N",
                         help="photos per trial, taken in name order (8): fewer trials fit a budget with more")
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import yaml
 
-from ..config import PRECISION_CHOICES, Config, effective_yaml, load_config
+from ..config import PRECISION_CHOICES, QUALITY_FLOOR_DB, Config, effective_yaml, load_config
 from ..errors import EdgeAnimeError, UserError
 from ..fsutil import write_atomic
 from ..models import ModelInfo, resolve_model
-from ..runtime.choice import QUALITY_FLOOR_DB, probe_shape
+from ..runtime.choice import probe_shape
 from ..runtime.host import usable_cores
 from ..runtime.timing import DEFAULT_SECONDS as PROBE_SECONDS
 from ..runtime.timing import Candidate, Timing, measure_candidates, native_precisions
@@ -33,9 +33,6 @@ from .throughput import measure
 log = logging.getLogger(__name__)
 
 NOISE_MARGIN = 0.03  # a change must beat the best by 3% to be kept
-# A variant joins the sweep only when its manifest shows it keeps the picture: the start-up choice's floor of
-# PSNR against FP32 on real photos.
-INT8_FLOOR_DB = QUALITY_FLOOR_DB
 GOALS = ("throughput", "latency")
 
 
@@ -61,7 +58,7 @@ class Trial:
 
 
 def axes(config: Config, model: ModelInfo, *, cores: int,
-         int8_floor_db: float = INT8_FLOOR_DB) -> list[tuple[str, list[Any]]]:
+         int8_floor_db: float = QUALITY_FLOOR_DB) -> list[tuple[str, list[Any]]]:
     """The values each axis may take, in the order they are tried.
 
     ``variant`` is the style's IRs (``auto`` = the start-up measurement's pick); an IR other than the
@@ -144,7 +141,7 @@ def run_trial(config: Config, files: list[Path], trial: Trial, *, goal: str) -> 
 
 
 def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, progress: bool = True,
-          int8_floor_db: float = INT8_FLOOR_DB) -> list[Trial]:
+          int8_floor_db: float = QUALITY_FLOOR_DB) -> list[Trial]:
     """Coordinate descent over ``axes`` within ``budget_s``, then a confirmation round.
 
     The first trial (the config as given) always runs. When a change won, the config as given and the

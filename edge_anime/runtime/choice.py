@@ -31,7 +31,7 @@ from typing import Any
 
 import openvino as ov
 
-from ..config import Config, DeviceSection, ImageSection
+from ..config import QUALITY_FLOOR_DB, Config, DeviceSection, ImageSection
 from ..fsutil import write_atomic
 from ..imaging.geometry import padded_size
 from ..models import ModelInfo, resolve_model
@@ -42,7 +42,6 @@ from .timing import Candidate, OnCandidate, Timing, estimate_seconds, measure_ca
 
 log = logging.getLogger(__name__)
 
-QUALITY_FLOOR_DB = 35.0  # worst photo vs FP32: the INT8 floor of the converter, and of the issue
 DECISION_FORMAT = 1
 DECISION_PREFIX = "edge-anime-choice-"
 LOCK_NAME = ".edge-anime-choice.lock"
