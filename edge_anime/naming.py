@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .errors import ModelError
 from .fsutil import TEMP_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -159,9 +160,10 @@ def free_output_name(template: str, *, source_name: str, style: str, ext: str, i
 
 def check_style(template: str, style: str) -> None:
     """Refuse, before any work, a model whose manifest ``style`` would make output names that are not one
-    file name (``style: ../../x`` used to write outside the outbox). Raises UnsafeNameError saying so."""
+    file name (``style: ../../x`` used to write outside the outbox). Raises ModelError saying so: the style's
+    manifest (or the template) is what must change, wherever the style is started (Stylizer, ``stylize``)."""
     try:
         render(template, source_name="photo.jpg", style=style, ext="jpg")
     except UnsafeNameError as exc:
-        raise UnsafeNameError(f"the model's style {style!r} in output.name_template {template!r} makes {exc}; "
+        raise ModelError(f"the model's style {style!r} in output.name_template {template!r} makes {exc}; "
                               "fix the manifest's style or the template") from None

@@ -126,6 +126,13 @@ class _Work:
     feed: np.ndarray | None = field(default=None, repr=False)  # the padded input, alive while it is inferred
 
 
+def in_flight_slots(configured: int | str, num_requests: int) -> int:
+    """``pipeline.max_in_flight``: the number configured, or with ``auto`` two jobs per infer request (one
+    inferring while the next is decoded and waiting), which keeps the requests busy without holding more
+    decoded pictures than that. Also the HTTP admission's measure (``Stylizer.max_in_flight``)."""
+    return 2 * num_requests if configured == "auto" else int(configured)
+
+
 class Pipeline:
     """decode threads -> AsyncInferQueue -> encode threads; ``on_done`` exactly once per submitted job."""
 
@@ -134,8 +141,7 @@ class Pipeline:
         self.config = config
         self._on_done = on_done
         self.multiple = max(config.image.multiple, engine.model_info.size_multiple)
-        configured = config.pipeline.max_in_flight
-        self.max_in_flight = 2 * engine.num_requests if configured == "auto" else int(configured)
+        self.max_in_flight = in_flight_slots(config.pipeline.max_in_flight, engine.num_requests)
         self._slots = threading.BoundedSemaphore(self.max_in_flight)
         self._infer_slots = threading.BoundedSemaphore(engine.num_requests)
         self._infer_lock = threading.Lock()

@@ -45,8 +45,8 @@ from .imaging.decoder import decode_header
 from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, encode, image_extension
 from .inputs import read_regular
 from .models import ModelInfo, resolve_model
-from .naming import UnsafeNameError, check_style
-from .pipeline import Job, JobResult, Pipeline
+from .naming import check_style
+from .pipeline import Job, JobResult, Pipeline, in_flight_slots
 from .runtime.engine import Engine
 
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ class Stylizer:
     @property
     def max_in_flight(self) -> int:
         """Pictures the default style's pipeline works on at once (the HTTP admission's measure)."""
-        return self._compiled[self.styles[0]].pipeline.max_in_flight if self.styles[0] in self._compiled \
-            else 2 * self.engine.num_requests
+        return in_flight_slots(self.config.pipeline.max_in_flight, self.engine.num_requests)
 
     def model_of(self, style: str) -> ModelInfo | None:
         """The variant ``style`` runs when it is compiled now (its digests go into error reports), else None."""
@@ -440,10 +439,7 @@ class Stylizer:
         else:
             owned = False
         model, compiled_engine = engine
-        try:
-            check_style(self.config.output.name_template, model.style)
-        except UnsafeNameError as exc:
-            raise UserError(str(exc)) from None
+        check_style(self.config.output.name_template, model.style)
         return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle), owned=owned)
 
 

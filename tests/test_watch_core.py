@@ -18,7 +18,7 @@ import pytest
 
 from edge_anime import naming
 from edge_anime.config import Config
-from edge_anime.errors import InputError, TransientError
+from edge_anime.errors import InputError, ModelError, TransientError
 from edge_anime.fsutil import write_atomic
 from edge_anime.inputs import InputFilter
 from edge_anime.watch.claim import Claim, WorkerDir
@@ -300,7 +300,7 @@ def test_long_names_that_share_a_prefix_get_distinct_outputs(rig: Rig) -> None:
 
 def test_a_style_with_slashes_never_writes_outside_the_outbox(tmp_path: Path) -> None:
     rig = Rig(tmp_path / "w", template="{style}_{stem}.{ext}", style="../../ESCAPED")
-    with pytest.raises(naming.UnsafeNameError, match="ESCAPED"):
+    with pytest.raises(ModelError, match="ESCAPED"):
         naming.check_style(rig.config.output.name_template, "../../ESCAPED")
     rig.drop("a.jpg")
     rig.run()

@@ -33,7 +33,6 @@ from ..errors import (
     EXIT_OK,
     EXIT_USAGE,
     InputError,
-    ModelError,
     TransientError,
     UserError,
 )
@@ -305,10 +304,7 @@ def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     style = args.style or next(iter(specs))
     if style not in specs:
         raise UserError(_unknown_style(style, specs, config))
-    try:
-        naming.check_style(config.output.name_template, style)
-    except naming.UnsafeNameError as exc:
-        raise ModelError(str(exc)) from None
+    naming.check_style(config.output.name_template, style)
     accept = InputFilter(config.watch, also=config.video.extensions)  # clips are taken beside photos
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output
