@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -39,6 +39,7 @@ from . import imaging
 from .config import Config
 from .errors import TransientError
 from .fsutil import write_atomic
+from .imaging.decoded import Decoded
 from .imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
 from .imaging.encoder import FORMAT_BY_EXT
 from .imaging.palette import apply_palette
@@ -48,6 +49,9 @@ from .inputs import read_regular
 from .models import ModelInfo, PaletteSpec, ToneSpec
 from .runtime.engine import Engine
 from .runtime.host import usable_cores
+
+if TYPE_CHECKING:
+    from .runtime.two_pass import TwoPass
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +88,9 @@ class Job:
 
     src: Path
     dst: Path | None
-    tag: Any = None  # the caller's own data (the watch folder's claim record)
+    tag: object = None  # the caller's own data (the Stylizer's future for the job), never read here
     data: bytes | None = field(default=None, repr=False, compare=False)
-    planned: Any = field(default=None, repr=False, compare=False)  # an imaging.Decoded already planned
+    planned: Decoded | None = field(default=None, repr=False, compare=False)  # decoded and planned already
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
@@ -114,7 +118,7 @@ class _Work:
     job: Job
     submitted: float
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
-    planned: Any = None
+    planned: Decoded | None = None
     stylized: np.ndarray | None = None
     in_size: tuple[int, int] | None = None
     out_size: tuple[int, int] | None = None
@@ -124,6 +128,12 @@ class _Work:
     data: bytes | None = field(default=None, repr=False)  # the file's bytes, read on the decode lane
     heavy: bool = False  # on the heavy decode lane (Pipeline._to_heavy_lane)
     feed: np.ndarray | None = field(default=None, repr=False)  # the padded input, alive while it is inferred
+
+    @property
+    def picture(self) -> Decoded:
+        """The decoded, planned picture: set by the decode stage before any later stage runs."""
+        assert self.planned is not None, "a stage ran before the decode stage"
+        return self.planned
 
 
 def in_flight_slots(configured: int | str, num_requests: int) -> int:
@@ -160,7 +170,7 @@ class Pipeline:
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
         self.tone = tone_for(engine.model_info, config)  # the style's guard (None: off), imaging.tone
         self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
-        self._twopass: Any = None  # twopass.TwoPass for resize: full, its pair compiled at start like the engine
+        self._twopass: TwoPass | None = None  # for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
             from .runtime.two_pass import TwoPass
 
@@ -180,8 +190,8 @@ class Pipeline:
         self.close()
 
     @property
-    def twopass(self) -> Any:
-        """The ``twopass.TwoPass`` that runs ``resize: full`` pictures (None in other modes): a caller that
+    def twopass(self) -> TwoPass | None:
+        """The ``two_pass.TwoPass`` that runs ``resize: full`` pictures (None in other modes): a caller that
         knows its photos' size compiles their shapes ahead with it (benchmarks/fullres.py does)."""
         return self._twopass
 
@@ -240,7 +250,7 @@ class Pipeline:
             if self._to_heavy_lane(work):
                 return
             self._read_decode_plan(work)
-            if work.planned.full is not None:  # resize: full runs here, its tiles on the same slots
+            if work.picture.full is not None:  # resize: full runs here, its tiles on the same slots
                 self._run_full(work)
                 return
             self._start_inference(work)
@@ -295,7 +305,7 @@ class Pipeline:
     def _start_inference(self, work: _Work) -> None:
         """Pad the planned picture to its ``infer_size`` (a multiple: the compiled shape) and start it; the
         output is cropped back to the picture's own size in ``_inferred``."""
-        planned = work.planned
+        planned = work.picture
         width, height = planned.infer_size or planned.size
         rgb = work.feed = pad_to(planned.rgb, height, width)
         start = time.perf_counter()
@@ -323,7 +333,8 @@ class Pipeline:
         """A ``resize: full`` picture: whole or in tiles (``two_pass``), in this decode thread, then encoded."""
         start = time.perf_counter()
         on_tile = _guarded(work.job.on_tile, work.job.src) if work.job.on_tile is not None else None
-        work.stylized = self._twopass.run(work.planned.rgb, work.planned.full, slots=self._infer_slots,
+        assert self._twopass is not None  # made at start whenever image.resize is full
+        work.stylized = self._twopass.run(work.picture.rgb, work.picture.full, slots=self._infer_slots,
                                           on_tile=on_tile)
         work.timings["infer"] = time.perf_counter() - start
         future = self._encoders.submit(self._encode_stage, work)
@@ -375,7 +386,7 @@ class Pipeline:
         The inference slot is given back last, so a request counts as running until its callback is done."""
         try:
             work.timings["infer"] = time.perf_counter() - work.infer_started
-            height, width = work.planned.rgb.shape[:2]  # the padding off: the picture's own size
+            height, width = work.picture.rgb.shape[:2]  # the padding off: the picture's own size
             work.stylized = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
             work.feed = None
             future = self._encoders.submit(self._encode_stage, work)
@@ -405,11 +416,11 @@ class Pipeline:
             work.timings["palette"] = toned - painted
             if self.tone is not None and work.job.tone:
                 # the picture as fed to the model: with resize: full the whole one, so every tile gets one map
-                work.stylized = restore_tone(work.stylized, work.planned.rgb, strength=self.tone.strength,
+                work.stylized = restore_tone(work.stylized, work.picture.rgb, strength=self.tone.strength,
                                              neutral=self.tone.neutral)
             start = time.perf_counter()
             work.timings["tone"] = start - toned
-            image = imaging.finish(work.stylized, work.planned, cfg.image)
+            image = imaging.finish(work.stylized, work.picture, cfg.image)
             work.out_size = image.size
             work.stylized = None
             dst = work.job.dst
@@ -419,7 +430,7 @@ class Pipeline:
             else:
                 suffix = dst.suffix.lstrip(".").lower()
                 ext = suffix if suffix in FORMAT_BY_EXT else "jpg"
-                data = imaging.encode(image, work.planned, cfg.output, ext=ext)
+                data = imaging.encode(image, work.picture, cfg.output, ext=ext)
                 encoded_at = time.perf_counter()
                 _write(dst, data)
                 work.timings["encode"] = encoded_at - start

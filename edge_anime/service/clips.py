@@ -37,7 +37,7 @@ LOG_EVERY_S = 10.0   # a progress line per clip this often
 STOP_JOIN_S = 10.0   # how long ``stop`` waits for a cancelled clip to let go (a frame in inference)
 RELOAD_RETRIES = 1   # a clip that met a Stylizer a reload had just closed goes to the new one this many times
 
-Done = Callable[[Claim, BaseException | None, Any], None]
+Done = Callable[[Claim, BaseException | None, ClipResult], None]
 
 
 class ClipRunner:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import WATCH_FOLDERS, Config, ModelSection, is_loopback, load_config
 from ..errors import ConfigError, UserError
@@ -39,6 +39,13 @@ from .accounting import Accounting
 from .notify import Notifier
 from .signals import Flags
 from .status_file import Status, write_status
+
+if TYPE_CHECKING:
+    from ..http.app import HttpState
+    from ..http.server import ServerThread
+    from ..stylizer import Stylizer
+    from ..video.job import ClipResult
+    from .clips import ClipRunner
 
 log = logging.getLogger("edge_anime.service")
 
@@ -64,7 +71,7 @@ class WatchService:
         self._next_watchdog = 0.0
         self._next_orphans = 0.0
         self._status_error = ""
-        self.http: Any = None  # (ServerThread, the app's HttpState) with http.enabled
+        self.http: tuple[ServerThread, HttpState] | None = None  # with http.enabled
         self.held: set[str] = set()  # styles a reload stopped serving: their inbox folders are left alone
         # The clip in work, by claim token: free bytes in its outbox at its start, and the latest (frames done,
         # frames total, bytes written) of its temp file, sampled with the status file: the encoder's rate.
@@ -133,7 +140,7 @@ class WatchService:
             self.detector.stop()
         return self._shutdown()
 
-    def _start_http(self, config: Config) -> Any:
+    def _start_http(self, config: Config) -> tuple[ServerThread, HttpState]:
         """HTTP beside the watch folder, on the same Stylizer (one copy of each compiled style in memory)."""
         try:
             from ..http.app import create_app
@@ -168,7 +175,7 @@ class WatchService:
             done.set()
             pinger.join()
 
-    def _new_stylizer(self, config: Config) -> Any:
+    def _new_stylizer(self, config: Config) -> Stylizer:
         """The default style's variant and precision chosen for this box (measured once, then cached) and
         compiled; every style checked (manifest, digests) so a missing one stops the start here (exit 78)."""
         from ..stylizer import Stylizer
@@ -196,14 +203,14 @@ class WatchService:
         model = self.stylizer.model_of(style)
         return model.bin_sha256 if model is not None else ""
 
-    def _new_clips(self) -> Any:
+    def _new_clips(self) -> ClipRunner:
         """Clips (video.extensions) run one at a time beside the photos, on their style's pipeline of the
         shell's current Stylizer."""
         from .clips import ClipRunner
 
         return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self._clip_done)
 
-    def _clip_done(self, claim: Claim, error: BaseException | None, result: Any) -> None:
+    def _clip_done(self, claim: Claim, error: BaseException | None, result: ClipResult) -> None:
         """A clip ended (on the clip's thread). When the disk ran full under it, it must not start again until
         its outbox has room for the whole output (``room_for_clip``): restarted at frame 0 on the probe's
         64 KiB it would fill the disk again, forever."""

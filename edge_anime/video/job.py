@@ -148,8 +148,10 @@ class _Clip:
 
     # -- pipeline callback -----------------------------------------------------------------------------
     def on_frame(self, result: JobResult) -> None:
+        index = result.job.tag
+        assert isinstance(index, int), "a frame's tag is its index"
         with self.results_ready:
-            self.results[result.job.tag] = result
+            self.results[index] = result
             self.returned += 1
             self.results_ready.notify_all()
 
