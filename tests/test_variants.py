@@ -229,15 +229,15 @@ def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path:
     assert rows[1][:3] == ["randgen", "fp32", "*"] and rows[2][0] == "fp16"
 
 
-def test_the_probe_shape_is_the_configured_size_on_the_multiple(write_config: Callable[..., Path]) -> None:
-    from edge_anime.runtime.choice import probe_shape
+def test_the_timing_shape_is_the_configured_size_padded_to_the_multiple(write_config: Callable[..., Path]) -> None:
+    from edge_anime.runtime.choice import timing_shape
 
     image = load_config(write_config({"image": {"max_side": 512}})).image
-    assert probe_shape(image, multiple=4) == (384, 512)  # a 4:3 landscape photo at max_side
+    assert timing_shape(image, multiple=4) == (384, 512)  # a 4:3 landscape photo at max_side
     fixed = image.model_copy(update={"resize": "fixed", "fixed": (500, 300)})
-    assert probe_shape(fixed, multiple=4) == (304, 504)  # padded up to image.multiple 8: the shape that runs
+    assert timing_shape(fixed, multiple=4) == (304, 504)  # padded up to image.multiple 8: the shape that runs
     square = image.model_copy(update={"resize": "center_square", "center_square": 256})
-    assert probe_shape(square, multiple=4) == (256, 256)
+    assert timing_shape(square, multiple=4) == (256, 256)
 
 
 def test_a_precisions_loss_counts_against_the_floor() -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 from ..config import QUALITY_FLOOR_DB
 from ..errors import EXIT_OK
 
-PROBE_SECONDS = 2.0  # per candidate, as at a first start
-MIN_PROBE_SECONDS = 0.2
+MIN_TIMING_SECONDS = 0.2  # per candidate, however short the budget
 VARIANT_SHARE = 0.02  # of --budget per candidate for the variant table, so a short budget stays short
 
 
@@ -38,16 +37,17 @@ def run(args: argparse.Namespace) -> int:
     from ..measure.sweep import chart, sweep, table, variant_figures, variant_table, winner, write_config
     from ..measure.throughput import input_files, with_overrides
     from ..models import resolve_model
-    from ..runtime.choice import probe_shape
+    from ..runtime.choice import timing_shape
+    from ..runtime.timing import DEFAULT_SECONDS
 
     if args.images < 1:
         raise UserError(f"--images: expected an integer >= 1, got {args.images}")
     config = with_overrides(load_config(args.config), model=args.style, max_side=args.max_side)
     files = input_files(args.input_dir, config.watch)[: args.images]
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
-    seconds = min(PROBE_SECONDS, max(MIN_PROBE_SECONDS, VARIANT_SHARE * args.budget))  # per candidate
+    seconds = min(DEFAULT_SECONDS, max(MIN_TIMING_SECONDS, VARIANT_SHARE * args.budget))  # as a first start, or less
     variants = variant_table(style, variant_figures(config, style, seconds=seconds),
-                             probe_shape(config.image, multiple=style.size_multiple))
+                             timing_shape(config.image, multiple=style.size_multiple))
     print(variants)
     trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db)
     summary = variants + "\n" + table(trials, goal=args.goal)

@@ -24,9 +24,9 @@ from ..config import PRECISION_CHOICES, QUALITY_FLOOR_DB, Config, effective_yaml
 from ..errors import EdgeAnimeError, UserError
 from ..fsutil import write_atomic
 from ..models import ModelInfo, resolve_model
-from ..runtime.choice import probe_shape
+from ..runtime.choice import timing_shape
 from ..runtime.host import usable_cores
-from ..runtime.timing import DEFAULT_SECONDS as PROBE_SECONDS
+from ..runtime.timing import DEFAULT_SECONDS as TIMING_SECONDS
 from ..runtime.timing import Candidate, Timing, measure_candidates, native_precisions
 from .throughput import measure
 
@@ -85,7 +85,7 @@ def axes(config: Config, model: ModelInfo, *, cores: int,
     ]
 
 
-def variant_figures(config: Config, model: ModelInfo, *, seconds: float = PROBE_SECONDS) -> list[Timing]:
+def variant_figures(config: Config, model: ModelInfo, *, seconds: float = TIMING_SECONDS) -> list[Timing]:
     """Every variant x every precision this CPU computes natively, timed by the start-up probe's own
     function (``probe.measure_candidates``) at the configured size: tune's report shows all of them, also
     those the floor keeps out of the sweep."""
@@ -93,7 +93,7 @@ def variant_figures(config: Config, model: ModelInfo, *, seconds: float = PROBE_
 
     core = ov.Core()
     candidates = [Candidate(v, p) for v in model.variant_names() for p in native_precisions(core)]
-    shape = probe_shape(config.image, multiple=model.size_multiple)
+    shape = timing_shape(config.image, multiple=model.size_multiple)
     return measure_candidates(model, config.device, candidates, shape, seconds=seconds, core=core)
 
 

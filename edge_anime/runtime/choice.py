@@ -37,7 +37,7 @@ from ..imaging.geometry import padded_size
 from ..models import ModelInfo, resolve_model
 from .engine import Engine, ensure_cache_dir
 from .host import box_key
-from .timing import DEFAULT_SECONDS as PROBE_SECONDS
+from .timing import DEFAULT_SECONDS as TIMING_SECONDS
 from .timing import Candidate, OnCandidate, Timing, estimate_seconds, measure_candidates, native_precisions
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class Choice:
                 "file": str(self.file) if self.file else None, "summary": self.summary()}
 
 
-def probe_shape(image: ImageSection, *, multiple: int) -> tuple[int, int]:
+def timing_shape(image: ImageSection, *, multiple: int) -> tuple[int, int]:
     """(H, W) the service will mostly run at: the fixed size, the centre square, or a 4:3 landscape photo
     at ``max_side`` (``keep`` has no size of its own and is timed like max_side)."""
     if image.resize == "fixed":
@@ -177,7 +177,7 @@ def _without_measuring(config: Config, style: ModelInfo, core: ov.Core
     candidates = candidates_for(config, style, core)  # a pinned unknown variant fails here, naming the key
     if config.model.variant != "auto":
         style.with_variant(config.model.variant, verify=False)
-    shape = probe_shape(config.image, multiple=style.size_multiple)
+    shape = timing_shape(config.image, multiple=style.size_multiple)
     if len(candidates) != 1:
         return candidates, shape, None
     how = "pinned" if config.model.variant != "auto" and config.device.inference_precision != "auto" else "only"
@@ -217,7 +217,7 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     else:  # the operator's pin outranks the manifest's quality gate: only the precision is measured, each
         verdicts = {config.model.variant: None}  # still held to the floor by its own loss (``_row``)
     timed = [c for c in candidates if verdicts.get(c.variant) is None]
-    seconds = seconds if seconds is not None else PROBE_SECONDS
+    seconds = seconds if seconds is not None else TIMING_SECONDS
     log.info("choice: measuring which variant of %s runs fastest on this box: %s at %dx%d, about %s (first start "
              "with this CPU, OpenVINO, model, size and settings only; pin model.variant and "
              "device.inference_precision to skip it)", style.name, ", ".join(c.label for c in timed), shape[1],
