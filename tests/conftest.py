@@ -58,6 +58,18 @@ def random_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path)
                    verify_limit=2, verify_sizes_hw=((64, 96),), two_pass=False)
 
 
+# Session fixtures whose first use costs more than a few seconds of the two cores: every test that needs one
+# (directly or through another fixture) is in the slow tier, so `pytest -m "not slow"` never builds it.
+SLOW_FIXTURES = {"two_pass_ir": "the tiling pair's conversion measures its margins: about a minute"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests that need a fixture of ``SLOW_FIXTURES``, wherever they live."""
+    for item in items:
+        if any(name in SLOW_FIXTURES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def two_pass_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path) -> Path:
     """Like ``random_ir``, with the tiling pair of ``image.resize: full`` (pass 1 / pass 2 IRs) beside it."""

@@ -31,7 +31,10 @@ def stylizer(write_config: Callable[..., Path]) -> Iterator[Stylizer]:
         yield s
 
 
+@pytest.mark.slow
 def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
+    """The bundled default config, so the checkout's own model cache: on a fresh checkout the first start
+    measures toon's variants at 1024 px (minutes on two busy cores); slow for that first time."""
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
@@ -124,6 +127,7 @@ def two_styles(write_config: Callable[..., Path]) -> Callable[..., Path]:
     return write
 
 
+@pytest.mark.slow
 def test_several_styles_compile_on_first_use_and_stay_under_the_memory_bound(two_styles: Callable[..., Path]) -> None:
     photo = synthetic_photo(256, 192)  # one live f32 shape of 256x192 is over 64 MB (Engine.shape_mb)
     with Stylizer(config=two_styles(shape_cache_mb=64)) as s:
@@ -152,6 +156,7 @@ def test_a_missing_style_is_a_config_error_naming_its_key(write_config: Callable
     assert "model.styles[1]: no installed model named 'nosuchstyle'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_stylize_style_picks_a_served_style(two_styles: Callable[..., Path], tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     config = two_styles()

@@ -31,6 +31,9 @@ CONFIGS = {
     "fixed 512x512": ImageSection(resize="fixed", fixed=(512, 512)),
     "center_square 96": ImageSection(resize="center_square", center_square=96),
 }
+# Decoding every shared photo at (near) full size takes seconds a mode; the small targets keep the fast tier's
+# check of the draft scales (2, 4 and 8), the full-size ones run in the slow tier.
+FULL_SIZE = {"keep", "max_side 512", "fixed 512x512"}
 
 
 @dataclass
@@ -63,7 +66,8 @@ def _assert_same(both: Both) -> None:
            (b.alpha, b.source_format, b.original_size, b.exif, b.icc, b.restore_size)
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in FULL_SIZE else n
+                                  for n in sorted(CONFIGS)])
 def test_shared_photos_decode_to_the_same_pixels(shared_photos: Path, monkeypatch: pytest.MonkeyPatch,
                                                  name: str) -> None:
     """Camera JPEGs (baseline and progressive, 4:2:0 and 4:4:4, with ICC and EXIF) at every draft scale:

@@ -111,7 +111,12 @@ def test_submit_blocks_at_max_in_flight(write_config: Callable[..., Path], make_
 
     feeder = threading.Thread(target=feed)
     feeder.start()
-    feeder.join(timeout=3.0)  # bounded wait: the feeder must still be blocked in submit afterwards
+    deadline = time.monotonic() + DEADLINE_S
+    while len(submitted) < 2 and time.monotonic() < deadline:  # a poll with a deadline: two go in at once
+        time.sleep(0.01)
+    # Then the third submit must block: unblocked, the feeder would be through the last three in microseconds
+    # (nothing completes while on_done is held), so half a second of it still waiting is the finding.
+    feeder.join(timeout=0.5)
     assert feeder.is_alive() and submitted == [0, 1] and pipeline.in_flight == 2
     release.set()
     feeder.join(DEADLINE_S)
@@ -151,6 +156,7 @@ def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[
     assert len(engine.cached_shapes()) == 1
 
 
+@pytest.mark.slow
 def test_an_evicted_shape_is_let_go_once_its_inference_is_done(write_config: Callable[..., Path],
                                                                make_photo: Callable[..., Path],
                                                                tmp_path: Path) -> None:

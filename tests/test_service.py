@@ -292,6 +292,7 @@ def _png_bomb(path: Path, side: int = 100_000) -> None:
                      + png_chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + png_chunk(b"IEND", b""))
 
 
+@pytest.mark.slow
 def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     svc = start(services, config(), tmp_path / "service.log")
@@ -371,6 +372,7 @@ def _rewrite(cfg: Path, section: str, **values: Any) -> None:
     tmp.rename(cfg)
 
 
+@pytest.mark.slow
 def test_sighup_applies_a_changed_config_without_losing_a_file(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = config()
@@ -411,6 +413,7 @@ def test_sighup_applies_a_changed_config_without_losing_a_file(
         assert_decodes(path)
 
 
+@pytest.mark.slow
 def test_sd_notify_ready_status_watchdog_stopping_on_a_real_socket(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     sock_path = tmp_path / "notify.sock"
@@ -471,6 +474,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_status_command_and_metrics_endpoint(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     port = _free_port()
@@ -492,6 +496,7 @@ def test_status_command_and_metrics_endpoint(
     assert after.returncode == 3 and "not running" in after.stdout
 
 
+@pytest.mark.slow
 def test_polling_recursive_keep_mode_mirrors_folders_and_never_redoes_a_file(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = config({"watch": {"detector": "polling", "recursive": True, "after_success": "keep"},
@@ -517,6 +522,7 @@ def test_polling_recursive_keep_mode_mirrors_folders_and_never_redoes_a_file(
     assert again.stop() == 0
 
 
+@pytest.mark.slow
 def test_transient_write_failure_is_retried_with_the_input_kept(
         config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     svc = start(services, config(), tmp_path / "service.log")

@@ -73,6 +73,7 @@ def test_style_inks_edges_and_flattens_texture(style: str) -> None:
     assert flat < 0.4 * photo[8:-8, 64:88].astype(np.float32).mean(axis=2).std(), f"{style}: texture kept"
 
 
+@pytest.mark.slow
 def test_styles_are_distinct() -> None:
     """Two bundled styles must not be one look twice: their pictures of the same photo differ clearly."""
     from skimage import data
@@ -84,6 +85,7 @@ def test_styles_are_distinct() -> None:
     assert np.abs(a - b).mean() > 4.0
 
 
+@pytest.mark.slow
 def test_lines_scale_with_the_picture() -> None:
     """At twice the size the colour layer is the same and the ink twice as wide: the look holds at 1024 px."""
     from skimage import data

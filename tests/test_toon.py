@@ -155,6 +155,7 @@ def test_shipped_ir_runs_at_any_allowed_size(hw: tuple[int, int]) -> None:
 
 
 @shipped
+@pytest.mark.slow
 def test_shipped_model_follows_its_target_far_better_than_a_flat_picture() -> None:
     """A guard against shipping untrained or broken weights, not a quality bar (docs/toon.md has those).
 
@@ -180,6 +181,7 @@ def test_shipped_model_follows_its_target_far_better_than_a_flat_picture() -> No
 
 
 @shipped
+@pytest.mark.slow
 def test_rebuilt_ir_matches_the_shipped_one(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     import openvino as ov

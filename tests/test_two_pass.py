@@ -157,6 +157,7 @@ def test_margin_is_the_receptive_field(seeded_checkpoint: Path) -> None:
     assert np.isfinite(margin)
 
 
+@pytest.mark.slow
 def test_the_blend_margin_is_where_a_tiles_border_stops_mattering(seeded_checkpoint: Path) -> None:
     """Past the blend margin a reflected tile border moves no output pixel by the tolerance, on a picture of
     another size than the converter measured on; inside it the border does move pixels."""

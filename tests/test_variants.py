@@ -61,6 +61,7 @@ def _decisions(config_path: Path) -> list[Path]:
     return sorted(cache.glob(f"{DECISION_PREFIX}*.json"))
 
 
+@pytest.mark.slow
 def test_convert_adds_a_variant_to_a_style_of_the_same_weights(two_variants: Path) -> None:
     manifest = yaml.safe_load((two_variants / "manifest.yaml").read_text(encoding="utf-8"))
     assert manifest["precision"] == "fp32" and manifest["ir"]["xml"] == "model.xml"  # the default is kept
@@ -76,6 +77,7 @@ def test_convert_adds_a_variant_to_a_style_of_the_same_weights(two_variants: Pat
     assert fp16.manifest["verification"]["side_by_side"] == "verify_fp16.png"
 
 
+@pytest.mark.slow
 def test_a_variants_xml_as_model_path_pins_it(two_variants: Path) -> None:
     assert resolve_model(two_variants / "model_fp16.xml", search_dirs=[]).variant_name == "fp16"
     assert resolve_model(two_variants / "model.xml", search_dirs=[]).variant_name == "fp32"
@@ -90,6 +92,7 @@ def test_a_single_ir_manifest_reads_as_one_variant_with_its_figure(random_ir: Pa
     assert legacy[0].quality_db == manifest["verification"]["psnr_db"]["min"]
 
 
+@pytest.mark.slow
 def test_a_tampered_variant_is_refused_when_chosen(two_variants: Path, tmp_path: Path) -> None:
     from edge_anime.errors import ModelError
 
@@ -118,6 +121,7 @@ def test_a_variant_name_that_is_no_name_is_refused_by_the_config(write_config: C
         load_config(write_config({"model": {"variant": "../int8"}}))
 
 
+@pytest.mark.slow
 def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, tmp_path: Path,
                                                            write_config: Callable[..., Path]) -> None:
     path = _config(write_config, _style_copy(two_variants, tmp_path), tmp_path / "ovcache")
@@ -145,6 +149,7 @@ def test_auto_measures_once_then_reads_the_cached_decision(two_variants: Path, t
     assert len(_decisions(path)) == 2
 
 
+@pytest.mark.slow
 def test_a_damaged_decision_is_ignored_and_measured_again(two_variants: Path, tmp_path: Path,
                                                           write_config: Callable[..., Path],
                                                           caplog: pytest.LogCaptureFixture) -> None:
@@ -161,6 +166,7 @@ def test_a_damaged_decision_is_ignored_and_measured_again(two_variants: Path, tm
     assert not [p for p in saved.parent.iterdir() if p.name.startswith(".edge-anime-tmp")]
 
 
+@pytest.mark.slow
 def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: Path, tmp_path: Path,
                                                                  write_config: Callable[..., Path],
                                                                  caplog: pytest.LogCaptureFixture) -> None:
@@ -184,6 +190,7 @@ def test_a_variant_without_a_quality_figure_is_never_auto_chosen(two_variants: P
     assert open_engine(pinned)[0].variant_name == "fp16"  # pinned, it still runs
 
 
+@pytest.mark.slow
 def test_explicit_settings_win_and_are_not_measured(two_variants: Path, tmp_path: Path,
                                                     write_config: Callable[..., Path]) -> None:
     path = write_config({"model": {"path": str(_style_copy(two_variants, tmp_path)), "variant": "fp16"},
@@ -196,6 +203,7 @@ def test_explicit_settings_win_and_are_not_measured(two_variants: Path, tmp_path
     assert _decisions(path) == []
 
 
+@pytest.mark.slow
 def test_other_weights_under_the_same_name_replace_the_style(two_variants: Path, tmp_path: Path,
                                                              seeded_checkpoint: Path) -> None:
     """Variants are IRs of one checkpoint: converting another one under the name starts the style afresh."""
@@ -211,6 +219,7 @@ def test_other_weights_under_the_same_name_replace_the_style(two_variants: Path,
     assert fresh.variant_names() == ["fp16"] and not (style / "model_fp16.xml").exists()
 
 
+@pytest.mark.slow
 def test_config_show_and_models_list_say_what_runs(two_variants: Path, tmp_path: Path,
                                                    write_config: Callable[..., Path]) -> None:
     style = _style_copy(two_variants, tmp_path)

@@ -159,6 +159,7 @@ def test_a_writer_that_closes_and_reopens_to_append_arrives_as_one_file(inbox: P
     assert offered == [("g.jpg", 6000)]
 
 
+@pytest.mark.slow
 def test_ten_thousand_waiting_files_keep_the_detector_bounded(inbox: Path, detector_factory: object) -> None:
     count = 10_000
     for i in range(count):

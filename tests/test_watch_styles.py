@@ -50,6 +50,7 @@ def _set_styles(cfg: Path, styles: list[str]) -> None:
     cfg.write_text(yaml.safe_dump(data))
 
 
+@pytest.mark.slow
 def test_two_styles_route_by_folder_exactly_once_across_sigkill(
         styled: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = styled()
@@ -111,6 +112,7 @@ def test_two_styles_route_by_folder_exactly_once_across_sigkill(
     assert "toon: 12 done, 0 failed" in out.stdout and "randgen: 12 done, 0 failed (default" in out.stdout
 
 
+@pytest.mark.slow
 def test_sighup_drops_and_adds_a_style_and_its_waiting_files_stay_untouched(
         styled: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = styled()
