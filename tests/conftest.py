@@ -122,12 +122,16 @@ def ov_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def write_config(tmp_path: Path, random_ir: Path, ov_cache: Path) -> Callable[..., Path]:
     """Write a config YAML into tmp_path using the random IR and the session's model cache; ``overrides``
-    are merged per section."""
+    are merged per section.
+
+    The precision is pinned to f32: the random IR has one variant, and with ``auto`` every new size or
+    device setting measured the plugin's precisions for a few seconds first (a start's real behaviour, but
+    paid again by each such test). Tests of the measurement itself say ``inference_precision: auto``."""
 
     def write(overrides: dict[str, dict[str, Any]] | None = None, *, name: str = "config.yaml") -> Path:
         data: dict[str, dict[str, Any]] = {
             "model": {"path": str(random_ir / "model.xml")},
-            "device": {"cache_dir": str(ov_cache)},
+            "device": {"cache_dir": str(ov_cache), "inference_precision": "f32"},
             "image": {"resize": "max_side", "max_side": 128},
             "watch": {"root": str(tmp_path / "watch"), "settle_seconds": 0.3, "poll_interval_seconds": 0.1},
         }

@@ -9,12 +9,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from edge_anime.measure.throughput import percentile
 from edge_anime.pipeline import STAGES
 
 CLI_TIMEOUT_S = 300  # seconds; a loaded 2-core box, never reached when things work
 
 
+@pytest.mark.slow
 def test_bench_json_has_images_per_s_and_stage_breakdown(write_config: Callable[..., Path],
                                                          make_photo: Callable[..., Path], random_ir: Path,
                                                          tmp_path: Path) -> None:
@@ -68,6 +71,7 @@ def test_timed_pass_keeps_the_input_format_with_format_same(write_config: Callab
     assert all(r.out_size is not None for r in figures.results)
 
 
+@pytest.mark.slow
 def test_bench_counts_the_cores_it_is_pinned_to(write_config: Callable[..., Path], make_photo: Callable[..., Path],
                                                  random_ir: Path, tmp_path: Path) -> None:
     """Under taskset (a container cpuset, systemd CPUAffinity=) the CPU share and the thread pools follow

@@ -73,6 +73,7 @@ def default_sizes_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint
                    two_pass=False)
 
 
+@pytest.mark.slow
 def test_state_dict_fp32_manifest_is_complete(default_sizes_ir: Path, seeded_checkpoint: Path) -> None:
     manifest = _check_folder(default_sizes_ir, precision="fp32", kind="state_dict")
     assert manifest["source"] == {"file": seeded_checkpoint.name, "sha256": sha256_file(seeded_checkpoint),
@@ -85,6 +86,7 @@ def test_state_dict_fp32_manifest_is_complete(default_sizes_ir: Path, seeded_che
         assert png.size[0] == 4 * 480 and png.size[1] >= 2 * 256
 
 
+@pytest.mark.slow
 def test_torchscript_converts_and_verifies(tmp_path: Path) -> None:
     scripted = torch.jit.trace(seeded_random_generator(7), torch.zeros(1, 3, 64, 64))
     path = tmp_path / "animeganv2_jit.pt"
@@ -95,6 +97,7 @@ def test_torchscript_converts_and_verifies(tmp_path: Path) -> None:
     assert manifest["upsample_align"] is None  # baked into the traced graph
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nhwc", [False, True], ids=["nchw", "nhwc"])
 def test_onnx_converts_and_verifies(tmp_path: Path, nhwc: bool) -> None:
     path = _export_onnx(seeded_random_generator(8, upsample_align=False), tmp_path / "gen.onnx", nhwc=nhwc)
@@ -105,6 +108,7 @@ def test_onnx_converts_and_verifies(tmp_path: Path, nhwc: bool) -> None:
     assert manifest["verification"]["reference"] == "onnxruntime"
 
 
+@pytest.mark.slow
 def test_paprika_defaults_to_align_false_and_it_is_recorded(tmp_path: Path, seeded_checkpoint: Path) -> None:
     """(The --upsample-align override is covered in test_sources; one conversion is enough here.)"""
     paprika = convert(seeded_checkpoint, name="paprika", precision="fp32", output_dir=tmp_path / "models",
@@ -112,6 +116,7 @@ def test_paprika_defaults_to_align_false_and_it_is_recorded(tmp_path: Path, seed
     assert load_model_info(paprika).manifest["upsample_align"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision,floor", [("fp32", 45.0), ("fp16", 40.0)])
 def test_floors_hold_on_real_photos_at_issue_sizes(tmp_path: Path, seeded_checkpoint: Path, shared_photos: Path,
                                                     precision: str, floor: float) -> None:
@@ -131,6 +136,7 @@ def _copy_folder(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_failed_verification_keeps_the_older_model_and_leaves_no_temp(tmp_path: Path, seeded_checkpoint: Path,
                                                                       random_ir: Path) -> None:
     out = tmp_path / "models"
@@ -183,6 +189,7 @@ def test_a_manifest_without_the_graph_digest_is_refused(tmp_path: Path, random_i
         load_model_info(copy)
 
 
+@pytest.mark.slow
 def test_cli_convert_and_list_in_subprocesses(tmp_path: Path, seeded_checkpoint: Path) -> None:
     """The real entry point; then ``models list`` in a process that must never load torch or NNCF."""
     out = tmp_path / "models"

@@ -106,6 +106,7 @@ def processes() -> Iterator[list[Lines]]:
 
 
 # -- 1. a cold start speaks ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cold_stylize_says_what_it_does_from_the_first_seconds(tmp_path: Path, processes: list[Lines]) -> None:
     """Measuring (one line, then one per candidate), the choice, compiling, the result: in that order, the first
     line within the deadline while the measuring still runs (three candidates' rounds alone take 6 s)."""

@@ -124,6 +124,7 @@ def test_a_24_megapixel_photo_fits_a_small_box() -> None:
     assert fit_budget((6000, 4000), 1, multiple=8) is None
 
 
+@pytest.mark.slow
 def test_budget_estimate_holds_on_the_real_runtime(random_ir: Path) -> None:
     """Compile and run the real IR at the size the guard picks for a 300 MB budget, f32 (the worst case),
     in a fresh process: its peak memory growth stays within the budget."""

@@ -38,6 +38,7 @@ def int8_folder(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Pat
                    calib_count=CALIB_COUNT, verify_limit=2, verify_sizes_hw=SMALL_SIZES, floor_db=TEST_FLOOR_DB)
 
 
+@pytest.mark.slow
 def test_int8_converts_and_manifest_records_the_setup(int8_folder: Path) -> None:
     style = load_model_info(int8_folder)
     assert style.variant_names() == ["fp32", "int8"] and style.precision == "fp32"  # added, default kept
@@ -57,6 +58,7 @@ def test_int8_converts_and_manifest_records_the_setup(int8_folder: Path) -> None
     assert "FakeQuantize" in ops  # really quantized, not a float IR with an int8 label
 
 
+@pytest.mark.slow
 def test_int8_below_the_floor_fails_loudly_and_leaves_nothing(tmp_path: Path, seeded_checkpoint: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "models"
@@ -68,6 +70,7 @@ def test_int8_below_the_floor_fails_loudly_and_leaves_nothing(tmp_path: Path, se
     assert os.listdir(out) == []
 
 
+@pytest.mark.slow
 def test_an_int8_ir_made_elsewhere_is_held_to_the_floor_and_recorded_as_qat(
         int8_folder: Path, tmp_path: Path, seeded_checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``convert --int8-ir`` (a QAT fine-tune's IR, training/qat_toon.py): the IR of these weights is verified
@@ -139,6 +142,7 @@ def test_setup_label_and_manifest_are_stable() -> None:
     assert setup.to_manifest()["ignore"] == ["first_conv"]
 
 
+@pytest.mark.slow
 def test_choose_int8_keeps_the_first_setup_that_holds_the_floor_and_reports_every_try() -> None:
     model = torch_to_float_ov(seeded_random_generator(0))
     calibration = synthetic_images(size_hw=(64, 64), count=4)

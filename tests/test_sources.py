@@ -75,6 +75,7 @@ def test_state_dict_loads_strictly_and_matches_reference_key_list(seeded_checkpo
         assert [(k, "x".join(map(str, state[k].shape))) for k, _ in rows] == [(k, s) for k, s in rows]
 
 
+@pytest.mark.slow
 def test_kind_is_read_from_content_not_extension(tmp_path: Path, seeded_checkpoint: Path) -> None:
     module = seeded_random_generator(5)
     scripted = torch.jit.trace(module, torch.zeros(1, 3, 64, 64))

@@ -103,6 +103,7 @@ def test_config_error_exits_78_before_any_work(tmp_path: Path, make_photo: Calla
     assert "image.resize" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_every_shared_photo(tmp_path: Path, shared_photos: Path, write_config: Callable[..., Path],
                             capsys: pytest.CaptureFixture[str]) -> None:
     photos = sorted(shared_photos.glob("*.jpg"))

@@ -58,6 +58,7 @@ def test_target_rejects_non_rgb_u8() -> None:
 
 # --- training script ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["f32", "bf16"])
 def test_a_few_training_steps_write_a_loadable_checkpoint(tmp_path: Path, precision: str) -> None:
     torch = pytest.importorskip("torch")

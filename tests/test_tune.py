@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 
 from edge_anime.config import load_config
@@ -15,6 +16,7 @@ from edge_anime.models import load_model_info
 CLI_TIMEOUT_S = 300  # seconds
 
 
+@pytest.mark.slow
 def test_tune_writes_a_loadable_config_and_a_chart(write_config: Callable[..., Path], make_photo: Callable[..., Path],
                                                    tmp_path: Path) -> None:
     photos = tmp_path / "photos"

@@ -107,6 +107,7 @@ def stylize(config: Path, src: Path, dst: Path) -> Any:
 
 # --- what comes out ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_clip_keeps_frames_rate_duration_rotation_and_copies_its_audio(
         write_config: Callable[..., Path], tmp_path: Path) -> None:
     src = make_clip(tmp_path / "walk.mp4", seconds=2.0, rotation=90)
