@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -525,30 +525,3 @@ def _write(path: Path, data: bytes) -> None:
     except OSError as exc:
         reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
         raise TransientError(f"{path}: cannot write output: {reason}", stage="write") from exc
-
-
-def run_jobs(engine: Engine, config: Config, jobs: Iterable[Job], *, progress: bool = False) -> list[JobResult]:
-    """Run every job through one pipeline; the results come back in the order of ``jobs``."""
-    jobs = list(jobs)
-    results: dict[int, JobResult] = {}
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs), unit="img", dynamic_ncols=True)
-    lock = threading.Lock()
-
-    def done(result: JobResult) -> None:
-        with lock:
-            results[id(result.job)] = result
-        if bar is not None:
-            bar.update(1)
-
-    try:
-        with Pipeline(engine, config, on_done=done) as pipeline:
-            for job in jobs:
-                pipeline.submit(job)
-    finally:
-        if bar is not None:
-            bar.close()
-    return [results[id(job)] for job in jobs]

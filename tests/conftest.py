@@ -12,8 +12,9 @@ import contextlib
 import hashlib
 import struct
 import subprocess
+import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,24 @@ def style_with(random_ir: Path, folder: Path, key: str, value: object) -> Path:
         manifest[key] = value
     (style / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
     return style
+
+
+def run_pipeline(engine: Any, config: Any, jobs: Iterable[Any], *, deadline_s: float = 180.0) -> list[Any]:
+    """Every job through one ``Pipeline`` on ``engine``, results in the order of ``jobs``: the pipeline tests'
+    own driver (the runtime's callers all go through a Stylizer). Fails when the pipeline does not drain
+    within ``deadline_s``, a loaded 2-core box's bound, never reached when things work."""
+    from edge_anime.pipeline import Pipeline
+
+    jobs = list(jobs)
+    results: dict[int, Any] = {}
+    lock = threading.Lock()
+
+    def done(result: Any) -> None:
+        with lock:
+            results[id(result.job)] = result
+
+    with Pipeline(engine, config, on_done=done) as pipeline:
+        for job in jobs:
+            pipeline.submit(job)
+        assert pipeline.drain(deadline_s), f"the pipeline did not drain within {deadline_s} s"
+    return [results[id(job)] for job in jobs]

@@ -3,7 +3,6 @@ for, at the photo's own aspect ratio. The network runs them padded up to the mul
 off the output, and the compiled shapes stay one per padded size. Real OpenVINO on the seeded-random IR."""
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,12 +10,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import synthetic_photo
+from conftest import run_pipeline, synthetic_photo
 from edge_anime.config import Config, load_config
 from edge_anime.imaging.geometry import padded_size
 from edge_anime.imaging.tiling import PAD_MODE, pad_to
 from edge_anime.models import resolve_model
-from edge_anime.pipeline import Job, JobResult, Pipeline
+from edge_anime.pipeline import Job
 from edge_anime.runtime.engine import Engine
 
 DEADLINE_S = 120.0  # seconds; generous for a loaded 2-core box, never reached when things work
@@ -25,21 +24,6 @@ ISSUE_SIZES = [(248, 260), (640, 426), (333, 201)]  # (W, H): the issue's two, a
 
 def _engine(config: Config) -> Engine:
     return Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
-
-
-def _run(engine: Engine, config: Config, jobs: list[Job]) -> list[JobResult]:
-    results: dict[int, JobResult] = {}
-    lock = threading.Lock()
-
-    def done(result: JobResult) -> None:
-        with lock:
-            results[id(result.job)] = result
-
-    with Pipeline(engine, config, on_done=done) as pipeline:
-        for job in jobs:
-            pipeline.submit(job)
-        assert pipeline.drain(DEADLINE_S)
-    return [results[id(job)] for job in jobs]
 
 
 def test_photos_come_out_at_exactly_their_size(write_config: Callable[..., Path], tmp_path: Path) -> None:
@@ -52,7 +36,7 @@ def test_photos_come_out_at_exactly_their_size(write_config: Callable[..., Path]
         src = tmp_path / f"p{width}x{height}.jpg"
         synthetic_photo(width, height, seed=width).save(src, quality=92)
         jobs.append(Job(src=src, dst=tmp_path / f"out{width}x{height}.png"))
-    results = _run(engine, config, jobs)
+    results = run_pipeline(engine, config, jobs, deadline_s=DEADLINE_S)
     for (width, height), result in zip(ISSUE_SIZES, results):
         assert result.ok, result.error
         assert result.out_size == result.in_size == (width, height)
@@ -69,8 +53,8 @@ def test_max_side_and_upscale_keep_the_aspect_and_the_original_size(write_config
     config = load_config(write_config({"image": {"resize": "max_side", "max_side": 100}}))
     upscale = load_config(write_config({"image": {"resize": "max_side", "max_side": 100,
                                                   "upscale_to_original": True}}, name="up.yaml"))
-    small = _run(_engine(config), config, [Job(src=src, dst=tmp_path / "small.jpg")])[0]
-    big = _run(_engine(upscale), upscale, [Job(src=src, dst=tmp_path / "big.jpg")])[0]
+    small = run_pipeline(_engine(config), config, [Job(src=src, dst=tmp_path / "small.jpg")])[0]
+    big = run_pipeline(_engine(upscale), upscale, [Job(src=src, dst=tmp_path / "big.jpg")])[0]
     assert small.out_size == (100, 60)  # 333:201 at 100 px is 100 x 60.4; snapped to 8 it was 100 x 64
     assert big.out_size == (333, 201)
 
@@ -86,7 +70,7 @@ def test_the_crop_takes_off_exactly_the_padding(write_config: Callable[..., Path
     rgb[:, -1] = rgb[-1, :] = rgb[:, 0] = rgb[0, :] = (255, 0, 255)
     src = tmp_path / "framed.png"
     Image.fromarray(rgb).save(src)
-    result = _run(engine, config, [Job(src=src, dst=None)])[0]
+    result = run_pipeline(engine, config, [Job(src=src, dst=None)])[0]
     assert result.ok, result.error
     assert result.image is not None
     out = np.asarray(result.image)

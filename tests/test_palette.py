@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import style_with
+from conftest import run_pipeline, style_with
 from edge_anime.errors import ModelError
 from edge_anime.imaging.palette import apply_palette
 from edge_anime.locations import bundled_models_dir
@@ -168,7 +168,7 @@ def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Pat
     the clip flicker. The same photo through the same pipeline: painted as a photo, left as it is as a frame."""
     from edge_anime.config import load_config
     from edge_anime.models import load_model_info as load
-    from edge_anime.pipeline import Job, JobResult, run_jobs
+    from edge_anime.pipeline import Job, JobResult
     from edge_anime.runtime.engine import Engine
 
     photo = painted_photo(96, 64)
@@ -178,7 +178,7 @@ def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Pat
     config = load_config(write_config({"model": {"path": str(folder)}, "device": {"inference_precision": "f32"},
                                        "image": {"tone": "off"}}))
     engine = Engine(load(folder), config.device)
-    results: list[JobResult] = run_jobs(engine, config, [Job(src=path, dst=None), Job(src=path, dst=None,
+    results: list[JobResult] = run_pipeline(engine, config, [Job(src=path, dst=None), Job(src=path, dst=None,
                                                                                       palette=False)])
     photo_out, frame_out = (np.asarray(r.image) for r in results)
     raw = engine.infer(photo)

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from conftest import run_pipeline
 from edge_anime.config import Config, load_config
 from edge_anime.errors import InputError, TransientError
 from edge_anime.models import resolve_model
-from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, run_jobs, stage_threads
+from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, stage_threads
 from edge_anime.runtime.engine import Engine
 
 DEADLINE_S = 60.0  # seconds; generous for a loaded 2-core box, never reached when things work
@@ -57,7 +58,7 @@ def test_every_job_gets_one_on_done_with_stage_timings(engine: Engine, config: C
 
 def test_output_suffix_picks_the_format(engine: Engine, config: Config, make_photo: Callable[..., Path],
                                         tmp_path: Path) -> None:
-    results = run_jobs(engine, config, _jobs(make_photo, tmp_path / "out", 2, ext="png"))
+    results = run_pipeline(engine, config, _jobs(make_photo, tmp_path / "out", 2, ext="png"))
     assert [r.job.tag for r in results] == [0, 1]  # in the order given
     for result in results:
         with Image.open(result.job.dst) as written:
@@ -75,7 +76,7 @@ def test_bad_inputs_and_unwritable_outputs_are_per_job_errors(engine: Engine, co
     bad = [Job(src=empty, dst=out / "empty.jpg"), Job(src=text, dst=out / "notes.jpg"),
            Job(src=tmp_path / "missing.jpg", dst=out / "missing.jpg"),
            Job(src=good[0].src, dst=tmp_path / "no-such-folder" / "x.jpg")]
-    results = run_jobs(engine, config, [bad[0], good[0], bad[1], bad[2], bad[3], good[1]])
+    results = run_pipeline(engine, config, [bad[0], good[0], bad[1], bad[2], bad[3], good[1]])
     by_src = {(r.job.src.name, r.job.dst.name): r for r in results}
     assert by_src[("empty.jpg", "empty.jpg")].error.__class__ is InputError
     assert isinstance(by_src[("notes.jpg", "notes.jpg")].error, InputError)
@@ -150,7 +151,7 @@ def test_sizes_changing_every_job_with_a_one_shape_cache(write_config: Callable[
                                                          make_photo: Callable[..., Path], tmp_path: Path) -> None:
     config = load_config(write_config({"image": {"max_side": 64}, "device": {"shape_cache_size": 1}}))
     engine = Engine(resolve_model(config.model.path, search_dirs=config.model.dirs), config.device)
-    results = run_jobs(engine, config, _jobs(make_photo, tmp_path / "out", 6))
+    results = run_pipeline(engine, config, _jobs(make_photo, tmp_path / "out", 6))
     assert all(r.ok for r in results), [r.error for r in results]
     assert len({r.out_size for r in results}) == 3  # three sizes, alternating: a new shape every job
     assert len(engine.cached_shapes()) == 1
@@ -186,14 +187,14 @@ def test_sizes_changing_every_job_under_a_tight_memory_bound(write_config: Calla
         "shape_cache_size": 8, "shape_cache_mb": 200, "num_streams": 2, "inference_precision": "f32"}}))
     engine = Engine(resolve_model(bounded.model.path, search_dirs=bounded.model.dirs), bounded.device)
     jobs = _jobs(make_photo, tmp_path / "out", 9)
-    results = run_jobs(engine, bounded, jobs)
+    results = run_pipeline(engine, bounded, jobs)
     assert all(r.ok for r in results), [r.error for r in results]
     # Within the bound at the end. How it got there depends on timing: an idle shape gives its memory back
     # and stays compiled (test_engine.py checks that deterministically), a shape still inferring when another
     # needs room cannot (the plugin refuses) and is dropped, its queue kept until its inference is done.
     assert engine.cache_mb() <= 200 or len(engine.cached_shapes()) == 1
     roomy = load_config(write_config({"image": {"max_side": 64}, "device": {"inference_precision": "f32"}}))
-    reference = run_jobs(Engine(engine.model_info, roomy.device), roomy,
+    reference = run_pipeline(Engine(engine.model_info, roomy.device), roomy,
                          _jobs(make_photo, tmp_path / "reference", 9))
     for got, want in zip(sorted(results, key=lambda r: r.job.tag), sorted(reference, key=lambda r: r.job.tag)):
         assert got.job.dst.read_bytes() == want.job.dst.read_bytes()
