@@ -48,6 +48,10 @@ RESCAN_INTERVAL_SECONDS = 60.0  # inotify mode: full rescan as a safety net
 # inotify mode: a created file is waited for until its close-write; it is taken without one (a hard link,
 # an event lost) only after this long without a change, so a slow writer's pauses never make it "complete".
 CREATED_SETTLE_SECONDS = 60.0
+# After an inotify overflow, create events still on their way from watchdog's thread may belong to files whose
+# close-write was the event dropped: for this long they settle as in polling mode, not CREATED_SETTLE_SECONDS
+# (one tick that cleared the overflow before those creates arrived left a file waiting a minute).
+LOSSY_GRACE_SECONDS = 5.0
 NETWORK_FS_TYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "fuse.sshfs",
                               "fuse.glusterfs", "glusterfs", "davfs", "fuse.davfs2", "afs"})
 
@@ -169,6 +173,7 @@ class Detector:
         self._overflow_hook: logging.Handler | None = None
         self.overflows = 0  # inotify queue overflows seen (each one triggers a rescan)
         self._events_lost = False
+        self._lossy_until = 0.0  # creates handled before this may have lost their close-write
         self._inbox_missing = False
         self._unwanted_logged: set[str] = set()  # names already said to stay in the inbox (bounded)
 
@@ -277,6 +282,7 @@ class Detector:
             return
         if self._events_lost:
             self._events_lost = False
+            self._lossy_until = now + LOSSY_GRACE_SECONDS
             self._tracked = {rel: (sig, since, min(settle_s, self.settle_seconds))
                              for rel, (sig, since, settle_s) in self._tracked.items()}
         while not self._completed.empty():
@@ -348,7 +354,8 @@ class Detector:
             # A rescan saw it before its create event was handled: it is still being written, so it too
             # waits for its close-write, not just settle_seconds of a slow writer's pause.
             sig, since, settle_s = known
-            if created and settle_s < CREATED_SETTLE_SECONDS and self._may_be_open_for_writing(rel):
+            if created and now >= self._lossy_until and settle_s < CREATED_SETTLE_SECONDS \
+                    and self._may_be_open_for_writing(rel):
                 self._tracked[rel] = (sig, since, CREATED_SETTLE_SECONDS)
             return
         current = self._signature(rel)
@@ -356,7 +363,7 @@ class Detector:
             return
         sig = current
         settle_s = self.settle_seconds
-        if created and self._may_be_open_for_writing(rel):
+        if created and now >= self._lossy_until and self._may_be_open_for_writing(rel):
             settle_s = max(settle_s, CREATED_SETTLE_SECONDS)
         self._tracked[rel] = (sig, now, settle_s)
 
