@@ -44,7 +44,9 @@ def test_training_killed_mid_run_resumes_from_its_checkpoint(tmp_path: Path) -> 
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         log = workdir / "train.log"
-        _wait_for(lambda: log.is_file() and "step 20 " in log.read_text(), "20 training steps")
+        # The log line of a step comes before its checkpoint is written: once step 30 is logged, the checkpoint
+        # of step 25 is surely on disk (killed right after "step 20" it could still hold step 15).
+        _wait_for(lambda: log.is_file() and "step 30 " in log.read_text(), "30 training steps")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     finally:
@@ -52,7 +54,7 @@ def test_training_killed_mid_run_resumes_from_its_checkpoint(tmp_path: Path) -> 
             first.kill()
     assert first.returncode == -signal.SIGKILL
     saved = int(torch.load(workdir / "ckpt.pt", weights_only=True)["step"])
-    assert saved >= 20, f"no checkpoint of the 20 steps run before the kill (saved at {saved})"
+    assert saved >= 25, f"no checkpoint of the 30 steps run before the kill (saved at {saved})"
 
     done = subprocess.run([*cmd, "--steps", str(saved + 5)], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=DEADLINE_S)
