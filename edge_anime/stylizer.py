@@ -42,7 +42,7 @@ from PIL import Image
 from .config import Config, load_config
 from .errors import InputError, ModelError, UserError
 from .imaging.decoder import decode_header
-from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, encode, image_extension
+from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, encode, image_extension, same_format_extension
 from .inputs import read_regular
 from .models import ModelInfo, resolve_model
 from .naming import check_style
@@ -182,9 +182,7 @@ class Stylizer:
         elif isinstance(image, (str, Path)):
             ext = image_extension(self.config.output, job.src)
         else:
-            known = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp"}
-            sniffed = image.format if isinstance(image, Image.Image) else source.source_format
-            ext = known.get(sniffed or "", "jpg")  # BMP, TIFF, GIF, PPM: JPEG, as image_extension says
+            ext = same_format_extension(image.format if isinstance(image, Image.Image) else source.source_format)
         result = self.submit(job, style=style).result(timeout=timeout)
         del job  # the input's bytes go once the pipeline is done with them
         if result.error is not None:

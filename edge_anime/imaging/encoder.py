@@ -50,9 +50,15 @@ def _luma_table(quality: int) -> list[int]:
 def image_extension(cfg: OutputSection, src: Path) -> str:
     """The output's extension: the configured format, or with ``same`` the input's when it is one of ours."""
     if cfg.format == "same":
-        ext = FORMAT_BY_EXT.get(src.suffix.lower().lstrip("."))
-        return {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}.get(ext or "", "jpg")
+        return same_format_extension(FORMAT_BY_EXT.get(src.suffix.lower().lstrip(".")))
     return EXT_BY_CONFIG_FORMAT[cfg.format]
+
+
+def same_format_extension(pil_format: str | None) -> str:
+    """``format: same`` for an input Pillow reads as ``pil_format``: its own format when it is one we write
+    (an MPO is a JPEG with extra frames), else JPEG (BMP, TIFF, GIF, PPM...). One rule for a file's suffix
+    and for an upload's sniffed bytes."""
+    return {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "WEBP": "webp"}.get(pil_format or "", "jpg")
 
 
 def finish(stylized: np.ndarray, decoded: Decoded, cfg: ImageSection) -> Image.Image:
