@@ -119,7 +119,8 @@ def test_cold_stylize_says_what_it_does_from_the_first_seconds(tmp_path: Path, p
     assert first.startswith("choice: measuring which variant of toon runs fastest on this box"), first
     assert "pin model.variant and device.inference_precision to skip it" in first and "about " in first
     for number in (1, 2, 3):
-        assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1].startswith(f"choice: {number} of 3: "), lines.seen
+        line = lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1]
+        assert line.startswith(f"choice: {number} of 3 at 64x48: "), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1].startswith("choice: measured in "), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1].startswith("engine: compiling toon ("), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1] == f"stylized 1 of 1 input(s) into {out}", lines.seen

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 NAMES_SHOWN = 5  # outputs named in the end line about suffixed or replaced names; the rest are counted
 # The loggers whose INFO lines stylize shows: what the first start does for minutes (measure, compile).
-TALKING = ("edge_anime.runtime.choice",)
+TALKING = ("edge_anime.runtime.choice", "edge_anime.runtime.shortlist")
 
 
 @dataclass(frozen=True)

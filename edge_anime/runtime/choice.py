@@ -3,15 +3,17 @@
 Why measured: no rule of CPU flags picks right on the project's boxes. On a 2-vCPU Xeon with AVX512_BF16 but
 no AMX the plugin's bf16 ran 0.65x f32 and the INT8 IR 3.4x bf16; on an AMX Xeon bf16 is 3-5x f32 and INT8
 ~1.3x bf16; on AVX2 f32 is the only float. So at the first start on a box every eligible (variant x
-precision) is timed for a few seconds at the configured image size (``probe.measure_candidates``), the
-fastest that holds the quality floor is kept, and the decision is written as a small JSON beside the model
+precision) is screened on a small picture and the close ones timed at the shape the image policy gives a
+typical photo (``runtime.shortlist``: seconds, not minutes, and one engine's memory at that shape); the
+fastest that holds the quality floor is kept (the better picture among near-ties, ``TIE_SHARE``), and the
+decision is written as a small JSON beside the model
 cache (``device.cache_dir``), keyed by CPU model + flags, usable cores, OpenVINO version, the style's
 digests, the shape and the device settings. A later start with the same key reads it (milliseconds); any
 change of key measures again. Settings in the config always win: a pinned axis is not measured.
 
 Quality: a variant is eligible only when its manifest carries its worst-image PSNR against FP32 and that is
 at least ``QUALITY_FLOOR_DB`` (the default IR is always eligible: it is what the style is). A lower
-precision's own loss (its picture vs the same IR at f32, measured in the probe) is added as independent
+precision's own loss (its picture vs the same IR at f32, measured at the screen) is added as independent
 noise, so an INT8 IR at 35.0 dB is not run in bf16 if that would take the estimate under the floor.
 """
 from __future__ import annotations
@@ -33,19 +35,27 @@ import openvino as ov
 
 from ..config import QUALITY_FLOOR_DB, Config, DeviceSection, ImageSection
 from ..fsutil import write_atomic
-from ..imaging.geometry import padded_size
+from ..imaging.fullres import plan_full
+from ..imaging.geometry import fit_budget, padded_size, policy_size
+from ..imaging.target import target_size
 from ..models import ModelInfo, resolve_model
 from .engine import Engine, ensure_cache_dir
 from .host import box_key
-from .timing import DEFAULT_SECONDS as TIMING_SECONDS
-from .timing import Candidate, OnCandidate, Timing, estimate_seconds, measure_candidates, native_precisions
+from .shortlist import FINAL_SECONDS, Contest, duration, estimate_seconds, run_contest
+from .timing import Candidate, Timing, native_precisions
 
 log = logging.getLogger(__name__)
 
 DECISION_FORMAT = 1
 DECISION_PREFIX = "edge-anime-choice-"
 LOCK_NAME = ".edge-anime-choice.lock"
-LANDSCAPE_RATIO = 0.75  # max_side and keep: camera photos are mostly 4:3, timed as such
+# The photo the image policy is asked to size for the timing: a phone camera's 12 MP, 4:3 landscape. Under
+# max_side it comes out at max_side x 3/4 of it; under a memory budget smaller than that (max_side 2048 with the
+# default 1024 MB) at what the budget lets through, as every real photo of that size does.
+TYPICAL_PHOTO = (4032, 3024)
+# Among candidates this close to the fastest at the real shape, the better picture is kept: a difference this
+# small is within a 2-core box's noise, and the quality estimate is not.
+TIE_SHARE = 0.05
 # The device settings that change which candidate is fastest; part of the key, so a retuned config re-measures.
 KEY_DEVICE_FIELDS = ("performance_hint", "num_requests", "num_streams", "inference_num_threads",
                      "enable_cpu_pinning", "enable_hyper_threading", "scheduling_core_type", "execution_mode",
@@ -56,7 +66,7 @@ _warned: set[tuple[str, str]] = set()  # (style folder, variant) already logged 
 
 @dataclass
 class Choice:
-    """What runs and why: ``how`` is pinned | only | measured | cached; ``figures`` has one row per
+    """What runs and why: ``how`` is pinned | only | measured | cached | failed; ``figures`` has one row per
     candidate (images/s, quality estimate, eligible or the reason not)."""
 
     variant: str
@@ -67,6 +77,7 @@ class Choice:
     probe_s: float = 0.0
     measured_at: str | None = None
     file: Path | None = None
+    screen_hw: tuple[int, int] | None = None  # the screen's picture (``runtime.shortlist``), when there was one
 
     def summary(self) -> str:
         """One line for the start log, ``config show`` and the status file."""
@@ -77,8 +88,14 @@ class Choice:
                                + ("" if f["eligible"] else f" ({f['reason']})") for f in rows)
             when = "measured now" if self.how == "measured" else f"measured {self.measured_at}, cached"
             why = f"{when} at {self.shape_hw[1]}x{self.shape_hw[0]}: images/s {speeds}"
+            left_out = [f for f in self.figures if f.get("screen_images_per_s") and not f.get("images_per_s")]
+            if self.screen_hw is not None and left_out:
+                why += (f"; {len(left_out)} more slower at the {self.screen_hw[1]}x{self.screen_hw[0]} screen ("
+                        + ", ".join(f"{f['variant']}@{f['precision']}" for f in left_out) + ")")
         else:
-            why = {"pinned": "pinned in the config", "only": "the only candidate"}.get(self.how, self.how)
+            why = {"pinned": "pinned in the config", "only": "the only candidate",
+                   "failed": "the measurement failed, so the first candidate runs; the next start measures again"
+                   }.get(self.how, self.how)
         return (f"{head} ({why}); pin with model.variant: {self.variant} and device.inference_precision: "
                 f"{self.precision}")
 
@@ -86,19 +103,24 @@ class Choice:
         return {"variant": self.variant, "precision": self.precision, "how": self.how,
                 "shape": [self.shape_hw[1], self.shape_hw[0]], "figures": self.figures,
                 "probe_s": round(self.probe_s, 2), "measured_at": self.measured_at,
+                "screen": None if self.screen_hw is None else [self.screen_hw[1], self.screen_hw[0]],
                 "file": str(self.file) if self.file else None, "summary": self.summary()}
 
 
 def timing_shape(image: ImageSection, *, multiple: int) -> tuple[int, int]:
-    """(H, W) the service will mostly run at: the fixed size, the centre square, or a 4:3 landscape photo
-    at ``max_side`` (``keep`` has no size of its own and is timed like max_side)."""
-    if image.resize == "fixed":
-        width, height = image.fixed
-    elif image.resize == "center_square":
-        width = height = image.center_square
-    else:
-        width, height = image.max_side, round(image.max_side * LANDSCAPE_RATIO)
-    padded_width, padded_height = padded_size((width, height), max(multiple, image.multiple))  # what runs
+    """(H, W) the service will mostly run at: what the image policy (resize, max_side, the memory budget) makes
+    of a typical camera photo (``TYPICAL_PHOTO``), padded to the multiple as it runs. ``full`` is timed at its
+    tile when the photo runs in tiles."""
+    step = max(multiple, image.multiple)
+    if image.resize == "full":
+        plan = plan_full(TYPICAL_PHOTO, image)
+        size = (plan.tile_px, plan.tile_px) if plan is not None and plan.tiled else (
+            plan.size if plan is not None else TYPICAL_PHOTO)
+    else:  # a budget that refuses the photo still runs the largest that fits it: time that
+        size = (target_size(TYPICAL_PHOTO, image, multiple=step)
+                or fit_budget(policy_size(TYPICAL_PHOTO, image), image.memory_budget_mb, multiple=step)
+                or policy_size(TYPICAL_PHOTO, image))
+    padded_width, padded_height = padded_size(size, step)  # what runs
     return padded_height, padded_width
 
 
@@ -166,8 +188,9 @@ def choose(config: Config, style: ModelInfo, *, core: ov.Core | None = None,
         if cached is not None:
             return cached
         choice = _measure(config, style, candidates, shape, key, core=core, seconds=seconds)
-        choice.file = path
-        write_decision(path, key, choice)
+        if choice.how == "measured":  # a failed measurement is not kept: the next start tries again
+            choice.file = path
+            write_decision(path, key, choice)
         return choice
 
 
@@ -196,7 +219,7 @@ def cached_choice(config: Config, style: ModelInfo, *, core: ov.Core | None = No
     if found is not None:
         return found
     labels = ", ".join(c.label for c in candidates)
-    about = _duration(estimate_seconds(len(candidates), shape))
+    about = duration(estimate_seconds(len(candidates), shape, multiple=style.size_multiple))
     return (f"not measured on this box yet: the next start times {labels} at {shape[1]}x{shape[0]}, about "
             f"{about} in all, and keeps the fastest (pin model.variant and device.inference_precision to skip it)")
 
@@ -217,56 +240,50 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     else:  # the operator's pin outranks the manifest's quality gate: only the precision is measured, each
         verdicts = {config.model.variant: None}  # still held to the floor by its own loss (``_row``)
     timed = [c for c in candidates if verdicts.get(c.variant) is None]
-    seconds = seconds if seconds is not None else TIMING_SECONDS
-    log.info("choice: measuring which variant of %s runs fastest on this box: %s at %dx%d, about %s (first start "
-             "with this CPU, OpenVINO, model, size and settings only; pin model.variant and "
+    log.info("choice: measuring which variant of %s runs fastest on this box: %s for %dx%d pictures, about %s "
+             "(first start with this CPU, OpenVINO, model, size and settings only; pin model.variant and "
              "device.inference_precision to skip it)", style.name, ", ".join(c.label for c in timed), shape[1],
-             shape[0], _duration(estimate_seconds(len(timed), shape, seconds=seconds)))
+             shape[0], duration(estimate_seconds(len(timed), shape, multiple=style.size_multiple)))
     started = time.perf_counter()
-    timings = measure_candidates(style, config.device, timed, shape, core=core, seconds=seconds,
-                                 on_candidate=_progress_line(started, seconds))
-    figures = [_row(style, t, verdicts) for t in timings]
+    contest = run_contest(style, config.device, timed, shape, core=core,
+                          fits=lambda t: bool(_row(style, t, verdicts)["eligible"]),
+                          final_seconds=seconds if seconds is not None else FINAL_SECONDS)
+    figures = _figures(style, contest, verdicts)
     figures += [{"variant": c.variant, "precision": c.precision, "images_per_s": None, "eligible": False,
                  "reason": verdicts[c.variant]} for c in candidates if c not in timed]
-    fit = [f for f in figures if f["eligible"]]
-    if not fit:  # nothing timed well: the first candidate (the pinned variant, else the style's default) at
+    best = pick([f for f in figures if f["eligible"] and f["images_per_s"]])
+    if best is None:  # nothing timed well: the first candidate (the pinned variant, else the style's default) at
         best = {"variant": candidates[0].variant, "precision": candidates[0].precision}  # the first precision
-    else:
-        best = max(fit, key=lambda f: float(f["images_per_s"]))
-    choice = Choice(str(best["variant"]), str(best["precision"]), "measured", shape, figures,
-                    probe_s=time.perf_counter() - started, measured_at=_now())
-    log.info("choice: measured in %s: %s", _duration(choice.probe_s), choice.summary())
+    choice = Choice(str(best["variant"]), str(best["precision"]), "failed" if contest.failed else "measured", shape,
+                    figures, probe_s=time.perf_counter() - started, measured_at=_now(), screen_hw=contest.screen_hw)
+    log.info("choice: measured in %s: %s", duration(choice.probe_s), choice.summary())
     return choice
 
 
-def _progress_line(started: float, seconds: float) -> OnCandidate:
-    """One log line per candidate as it is done with, and what is left: the first start measures for minutes
-    at 1024 px on 2 cores, and a line every 10-20 s is what tells a person it is working, not hung. What is
-    left is re-estimated from what the candidates so far took (builds) and the rounds still owed (``seconds``
-    per candidate whose round was short enough to keep for them)."""
-    kept = 0
-
-    def say(timing: Timing, done: int, total: int) -> None:
-        nonlocal kept
-        label = timing.candidate.label
-        if timing.error:
-            what = f"{label} refused by the plugin ({timing.error})"
-        elif timing.runs_images_per_s:
-            what = f"{label} {timing.images_per_s:.2f} images/s"
-        else:
-            kept += 1
-            what = f"{label} compiled and warmed, timed in the rounds at the end"
-        elapsed = time.perf_counter() - started
-        left = elapsed / done * (total - done) + seconds * kept * total / done
-        log.info("choice: %d of %d: %s (%s so far, about %s left)", done, total, what, _duration(elapsed),
-                 _duration(left))
-
-    return say
+def pick(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row to run: the fastest, or among those within ``TIE_SHARE`` of it, the best quality estimate (the
+    bundled INT8 IRs run at one speed and differ by 3 dB: the better one should win, not the luckier)."""
+    if not rows:
+        return None
+    fastest = max(float(r["images_per_s"]) for r in rows)
+    close = [r for r in rows if float(r["images_per_s"]) >= (1 - TIE_SHARE) * fastest]
+    return max(close, key=lambda r: (r.get("quality_db") or 0.0, float(r["images_per_s"])))
 
 
-def _duration(seconds: float) -> str:
-    """``8 s``, ``95 s``, ``3 min``: a person's reading of a wait, not a measurement."""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+def _figures(style: ModelInfo, contest: Contest, verdicts: dict[str, str | None]) -> list[dict[str, Any]]:
+    """One row per timed candidate: ``images_per_s`` at the real shape (None for one the screen left out),
+    ``screen_images_per_s`` at the screen's picture when there was one."""
+    if contest.screen_hw is None:
+        return [_row(style, t, verdicts) for t in contest.final]
+    final = {t.candidate: t for t in contest.final}
+    rows = []
+    for screened in contest.screen:
+        row = _row(style, final.get(screened.candidate, screened), verdicts)
+        row["screen_images_per_s"] = round(screened.images_per_s, 3)
+        if screened.candidate not in final:
+            row["images_per_s"], row["runs_images_per_s"] = None, []
+        rows.append(row)
+    return rows
 
 
 def _row(style: ModelInfo, timing: Timing, verdicts: dict[str, str | None]) -> dict[str, Any]:
@@ -302,7 +319,9 @@ def read_decision(path: Path, key: dict[str, Any], style: ModelInfo) -> Choice |
         chosen = data["choice"]
         choice = Choice(str(chosen["variant"]), str(chosen["precision"]), "cached",
                         (int(chosen["shape"][1]), int(chosen["shape"][0])), list(chosen["figures"]),
-                        probe_s=float(chosen["probe_s"]), measured_at=str(chosen["measured_at"]), file=path)
+                        probe_s=float(chosen["probe_s"]), measured_at=str(chosen["measured_at"]), file=path,
+                        screen_hw=None if not chosen.get("screen") else (int(chosen["screen"][1]),
+                                                                          int(chosen["screen"][0])))
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         log.warning("choice: %s is damaged (%s: %s); ignoring it and measuring again", path,
                     type(exc).__name__, exc)

@@ -153,7 +153,7 @@ class Engine:
     """
 
     def __init__(self, model: ModelInfo, device: DeviceSection, *, core: ov.Core | None = None,
-                 choice: dict[str, Any] | None = None) -> None:
+                 choice: dict[str, Any] | None = None, first_shape: tuple[int, int] | None = None) -> None:
         self.model_info = model
         self.device = device
         self.choice = choice  # how the variant and precision were chosen (edge_anime.runtime.choice), for reports
@@ -171,7 +171,7 @@ class Engine:
         self._model_lock = threading.Lock()
         self._dynamic: ov.CompiledModel | None = None
         self.compiles = 0  # how many compile_model calls this engine made (tests and bench read it)
-        self.effective = self._plugin_choice()
+        self.effective = self._plugin_choice(first_shape)
         self.num_requests = self._pick_num_requests(self.effective)
         self._log_choice()
 
@@ -189,12 +189,18 @@ class Engine:
             self.compiles += 1
         return compiled
 
-    def _plugin_choice(self) -> dict[str, Any]:
+    def _plugin_choice(self, first_shape: tuple[int, int] | None) -> dict[str, Any]:
         """What the plugin runs with (``read_back``): from the probe compile, or, for static shapes, from an
-        earlier start's identical probe (``readback``: the probe's compile is ~15 % of a warm start)."""
+        earlier start's identical probe (``readback``: the probe's compile is ~15 % of a warm start).
+        ``first_shape`` (H, W): an engine that will run only that size (the variant timing's) reads back from
+        that size's compile, kept in the cache: a probe compiled beside it would double its compiled models."""
         if self.device.shape_policy == "dynamic":
             self._dynamic = self._compile(self._model)
             return read_back(self._dynamic)
+        if first_shape is not None:
+            size = (int(first_shape[0]), int(first_shape[1]))
+            compiled = self._cache[size] = self._compile(self._static_model(*size))
+            return read_back(compiled)
         side = max(PROBE_SIDE_PX, self.model_info.size_multiple)
         side -= side % self.model_info.size_multiple
         key = self._readback_key(side)

@@ -34,7 +34,7 @@ NATIVE_CAPABILITY: dict[str, str] = {"f32": "FP32", "bf16": "BF16", "f16": "FP16
 DEFAULT_SECONDS = 2.0  # per candidate, over all its rounds: "a few seconds" at first start
 DEFAULT_ROUNDS = 2
 DB_CAP = 100.0  # PSNR of identical pictures, so a figure is always a finite number
-# A first guess of how long measuring takes, said before anything is timed (``estimate_seconds``): f32 on a
+# A first guess of how long measuring takes, said before anything is timed (``shortlist.estimate_seconds``): f32 on a
 # 2-core box runs ~4-5 s per megapixel (README, Full resolution: 4.2-4.7 on the AMX Xeon, 8.7-12.6 on the EPYC),
 # and a compile with its read-back probe ~2 s. A guess, not a promise: the progress lines re-estimate from
 # what each candidate really took.
@@ -83,15 +83,6 @@ class Timing:
                 "effective_precision": self.effective_precision,
                 "psnr_vs_f32_db": None if self.psnr_vs_f32_db is None else round(self.psnr_vs_f32_db, 2),
                 "error": self.error}
-
-
-def estimate_seconds(count: int, shape_hw: tuple[int, int], *, seconds: float = DEFAULT_SECONDS) -> float:
-    """A first guess of ``measure_candidates``' wall time for ``count`` candidates at ``shape_hw``: per candidate
-    a compile, a warm-up round of requests, then a timed run of ``seconds`` or one more round if that is longer
-    (the guesses are ``GUESS_*`` above; f32's cost, so it errs long where bf16 or INT8 run faster)."""
-    megapixels = shape_hw[0] * shape_hw[1] / 1e6
-    round_s = GUESS_REQUESTS * megapixels * GUESS_SECONDS_PER_MEGAPIXEL
-    return count * (GUESS_COMPILE_SECONDS + round_s + max(seconds, round_s))
 
 
 def native_precisions(core: ov.Core, device_name: str = "CPU") -> list[str]:
@@ -183,6 +174,7 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
         engine = _build(style, device, candidate, timings[candidate], picture, outputs, core=core,
                         seconds=seconds / max(1, rounds))
         if engine is not None:
+            engine.release_idle(math.inf)  # its buffers come back in its first round (the kept ones add up)
             engines[candidate] = engine
         if on_candidate is not None:
             on_candidate(timings[candidate], number, len(candidates))
@@ -190,6 +182,8 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
         order = list(engines) if index % 2 == 0 else list(reversed(engines))
         for candidate in order:
             _record(timings[candidate], *run_for(engines[candidate], picture, seconds=seconds / rounds)[:2])
+            if len(engines) > 1:  # only the candidate running holds activations: the first start's peak is
+                engines[candidate].release_idle(math.inf)  # one candidate's, not the sum of all of them
     for candidate, output in outputs.items():
         reference = outputs.get(Candidate(candidate.variant, "f32"))
         if candidate.precision != "f32" and reference is not None:
@@ -204,7 +198,8 @@ def _build(style: ModelInfo, device: DeviceSection, candidate: Candidate, timing
     or None when it was refused (``timing.error``) or was slow enough to be timed here and dropped."""
     try:
         model = style.with_variant(candidate.variant)
-        engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}), core=core)
+        engine = Engine(model, device.model_copy(update={"inference_precision": candidate.precision}), core=core,
+                        first_shape=picture.shape[:2])
         _, wall, outputs[candidate] = run_for(engine, picture, seconds=0.0)  # compile, warm every request
     except (EdgeAnimeError, RuntimeError) as exc:  # a candidate the plugin refuses is a row, not the end
         timing.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
