@@ -29,6 +29,8 @@ def test_tune_writes_a_loadable_config_and_a_chart(write_config: Callable[..., P
         capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     assert "as configured" in proc.stdout and "img/s" in proc.stdout and "variants of randgen" in proc.stdout
+    # The random IR's one variant at the pinned f32 is what "auto" runs: that point is not measured twice.
+    assert 'variant=fp32                 not run: the plugin would run it exactly as "as configured"' in proc.stdout
     tuned = load_config(out)
     assert tuned.device.performance_hint in {"LATENCY", "THROUGHPUT"}
     assert tuned.image.max_side == 48
@@ -58,12 +60,37 @@ def test_a_variant_below_the_quality_floor_is_not_swept(random_ir: Path, tmp_pat
 
     config = load_config(write_config())
     low = load_model_info(_style_with_int8(random_ir, tmp_path / "low", psnr_vs_fp32=30.1))
-    assert dict(axes(config, low, cores=2))["variant"] == ["auto", "fp32"]
-    assert dict(axes(config, low, cores=2, int8_floor_db=0.0))["variant"] == ["auto", "fp32", "int8"]
+    f32 = ["f32"]
+    assert dict(axes(config, low, cores=2, precisions=f32))["variant"] == ["auto", "fp32"]
+    assert dict(axes(config, low, cores=2, precisions=f32, int8_floor_db=0.0))["variant"] == ["auto", "fp32", "int8"]
     unknown = load_model_info(_style_with_int8(random_ir, tmp_path / "unknown", psnr_vs_fp32=None))
-    assert dict(axes(config, unknown, cores=2, int8_floor_db=0.0))["variant"] == ["auto", "fp32"]
+    assert dict(axes(config, unknown, cores=2, precisions=f32, int8_floor_db=0.0))["variant"] == ["auto", "fp32"]
     good = load_model_info(_style_with_int8(random_ir, tmp_path / "good", psnr_vs_fp32=36.0))
-    assert dict(axes(config, good, cores=2))["variant"] == ["auto", "fp32", "int8"]
+    assert dict(axes(config, good, cores=2, precisions=f32))["variant"] == ["auto", "fp32", "int8"]
+
+
+def test_only_the_precisions_the_cpu_computes_are_swept(random_ir: Path, write_config: Callable[..., Path]) -> None:
+    """bf16 on a CPU without it runs f32: issue 30's tune kept such a "win"."""
+    from edge_anime.measure.sweep import axes
+
+    config = load_config(write_config())
+    style = load_model_info(random_ir)
+    assert dict(axes(config, style, cores=2, precisions=["f32"]))["inference_precision"] == ["auto", "f32"]
+    assert dict(axes(config, style, cores=2, precisions=["f32", "bf16"]))["inference_precision"] == [
+        "auto", "f32", "bf16"]
+
+
+def test_a_change_is_kept_only_when_it_wins_every_round() -> None:
+    from edge_anime.measure.sweep import confirmed, verdict
+
+    fooled = [(1.36, 0.79), (1.42, 1.43)]  # issue 30: a win while the load changed, then no difference
+    assert not confirmed(fooled)
+    assert confirmed([(1.36, 0.79), (1.52, 1.43)])  # +72 % and +6 %
+    assert not confirmed([(1.36, 0.79), (1.48, 1.43)])  # +3.5 % in round 2: under the 5 % effect
+    assert not confirmed([])
+    lost = verdict({"change": "inference_precision=bf16", "won": False, "scores": fooled}, goal="throughput")
+    assert lost.startswith("lost: inference_precision=bf16 did not beat the config as given by 5% in every round")
+    assert "round 1: 1.36 vs 0.79 images/s (+72 %); round 2: 1.42 vs 1.43 images/s (-1 %)" in lost
 
 
 def test_the_variant_table_shows_every_variant_from_the_probes_measurement(

@@ -3,7 +3,14 @@
 The full grid (hint x streams x threads x pinning x precision x variant x shape policy) is hundreds of runs of
 the whole pipeline; on a 2-core box that is hours. So the sweep is a coordinate descent: measure the
 config as given, then change one axis at a time from the best so far, keeping a change only when it beats
-the best by more than ``NOISE_MARGIN`` (the box is shared; smaller wins are noise). Axes are tried in the
+the best by at least ``MIN_EFFECT`` (the box is shared; smaller wins are noise).
+
+It must not fool itself (issue 30: it once kept bf16 on a CPU without bf16, because bf16 "won" 1.36 vs 0.79
+images/s while the load on the box changed, though its confirmation showed 1.42 vs 1.43). So: only the
+precisions the CPU computes natively are tried; a point the plugin would run exactly as an earlier one (same IR,
+same effective hint, streams, threads, pinning, precision, shape policy: ``auto`` and 2 streams are one thing on
+2 cores) is not run again; and the winner is measured against the config as given in a second round, in the
+reverse order, and kept only if it won by ``MIN_EFFECT`` in every round. The report says which. Axes are tried in the
 order of the effect measured on this hardware (variant/precision first, then hint, streams, shape policy,
 threads, pinning), so a short budget still covers what matters. Each trial is ``bench.measure`` on the
 same files: real decode, inference, encode and write.
@@ -32,7 +39,7 @@ from .throughput import measure
 
 log = logging.getLogger(__name__)
 
-NOISE_MARGIN = 0.03  # a change must beat the best by 3% to be kept
+MIN_EFFECT = 0.05  # a change must beat the best by 5 % to be kept, and the config as given by 5 % in every round
 GOALS = ("throughput", "latency")
 
 
@@ -46,6 +53,7 @@ class Trial:
     error: str | None = None
     seconds: float = 0.0
     kept: bool = False
+    same_as: str | None = None  # the earlier trial the plugin would have run identically: not run again
     extra: dict[str, Any] = field(default_factory=dict)
 
     def score(self, goal: str) -> float:
@@ -57,9 +65,10 @@ class Trial:
         return float(self.report["images_per_s"])
 
 
-def axes(config: Config, model: ModelInfo, *, cores: int,
+def axes(config: Config, model: ModelInfo, *, cores: int, precisions: list[str],
          int8_floor_db: float = QUALITY_FLOOR_DB) -> list[tuple[str, list[Any]]]:
-    """The values each axis may take, in the order they are tried.
+    """The values each axis may take, in the order they are tried. ``precisions``: what the CPU computes
+    natively (``timing.native_precisions``); the plugin runs any other as f32, so trying it only times f32 twice.
 
     ``variant`` is the style's IRs (``auto`` = the start-up measurement's pick); an IR other than the
     default whose manifest shows less than ``int8_floor_db`` against FP32, or no figure, is not swept:
@@ -76,7 +85,7 @@ def axes(config: Config, model: ModelInfo, *, cores: int,
     threads: list[Any] = ["auto", *range(1, cores + 1)]
     return [
         ("variant", variants),
-        ("inference_precision", list(PRECISION_CHOICES)),
+        ("inference_precision", ["auto", *[p for p in PRECISION_CHOICES if p in precisions]]),
         ("performance_hint", ["THROUGHPUT", "LATENCY"]),
         ("num_streams", streams),
         ("shape_policy", ["static", "dynamic"]),
@@ -144,14 +153,19 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
           int8_floor_db: float = QUALITY_FLOOR_DB) -> list[Trial]:
     """Coordinate descent over ``axes`` within ``budget_s``, then a confirmation round.
 
-    The first trial (the config as given) always runs. When a change won, the config as given and the
-    winner are measured once more, in the reverse order, and the winner stays only if the mean of its two
-    runs still beats the baseline's mean by ``NOISE_MARGIN``: one lucky run on a shared box is not a win.
+    The first trial (the config as given) always runs. A point whose effective settings (``resolved``) are an
+    earlier trial's is recorded as the same, not run. When a change won, the winner and then the config as
+    given are measured once more (the reverse order of the first round), and the winner stays only if it beat
+    the config as given by ``MIN_EFFECT`` in both rounds: one lucky run on a shared box is not a win.
     """
+    import openvino as ov
+
     if goal not in GOALS:
         raise UserError(f"--goal: expected one of {', '.join(GOALS)}, got {goal!r}")
     model = resolve_model(config.model.path, search_dirs=config.model.dirs)
-    plan = axes(config, model, cores=usable_cores(), int8_floor_db=int8_floor_db)
+    core = ov.Core()
+    plan = axes(config, model, cores=usable_cores(), precisions=native_precisions(core, config.device.name),
+                int8_floor_db=int8_floor_db)
     first = Trial("as configured", baseline(config, model))
     bar = None
     if progress:
@@ -160,19 +174,25 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
         bar = tqdm(total=3 + sum(len(values) - 1 for _, values in plan), unit="trial", dynamic_ncols=True)
     started = time.perf_counter()
     trials = [run_trial(config, files, first, goal=goal)]
+    seen = {resolved(config, first.settings, core=core): first.label}
     best = first
     _tick(bar, first)
     try:
         for axis, value in _points(plan, lambda: best):  # noqa: B023 - reads the best so far, on purpose
-            estimate = statistics.fmean([t.seconds for t in trials])
+            estimate = statistics.fmean([t.seconds for t in trials if t.report is not None or t.error])
             if time.perf_counter() - started + 3 * estimate > budget_s:  # room for one trial + the confirmation
                 log.info("tune: budget of %.0f s reached after %d trials", budget_s, len(trials))
                 break
-            trial = run_trial(config, files, Trial(f"{axis}={_short(value)}", {**best.settings, axis: value}),
-                              goal=goal)
+            trial = Trial(f"{axis}={_short(value)}", {**best.settings, axis: value})
+            key = resolved(config, trial.settings, core=core)
+            if key in seen:
+                trial.same_as = seen[key]
+            else:
+                seen[key] = trial.label
+                run_trial(config, files, trial, goal=goal)
+                if trial.score(goal) >= best.score(goal) * (1 + MIN_EFFECT):
+                    best = trial
             trials.append(trial)
-            if trial.score(goal) > best.score(goal) * (1 + NOISE_MARGIN):
-                best = trial
             _tick(bar, trial)
         if best is not first:
             trials += _confirm(config, files, first, best, goal=goal, bar=bar)
@@ -184,6 +204,26 @@ def sweep(config: Config, files: list[Path], *, budget_s: float, goal: str, prog
     return trials
 
 
+def resolved(config: Config, settings: dict[str, Any], *, core: Any) -> tuple[Any, ...]:
+    """What the plugin would run for a sweep point: the IR (``auto`` resolved through the start-up choice) and
+    the effective hint, streams, threads, pinning and precision it reads back, with the shape policy and
+    requests. Two points with the same key are one measurement (a compile from the model cache, ~0.1 s);
+    a point the plugin refuses gets a key of its own, so its trial runs and reports the error."""
+    from ..runtime.choice import open_engine
+
+    try:
+        model, engine = open_engine(apply(config, settings, goal="throughput"), core=core)
+    except (EdgeAnimeError, RuntimeError) as exc:
+        return ("refused", tuple(sorted(settings.items())), str(exc))
+    try:
+        eff = engine.effective
+        return (model.variant_name, eff.get("PERFORMANCE_HINT"), eff.get("NUM_STREAMS"),
+                eff.get("INFERENCE_NUM_THREADS"), eff.get("ENABLE_CPU_PINNING"), eff.get("INFERENCE_PRECISION_HINT"),
+                settings["shape_policy"], engine.num_requests)
+    finally:
+        engine.close()
+
+
 def _points(plan: list[tuple[str, list[Any]]], best: Any) -> Any:
     """(axis, value) pairs still to try, skipping each axis's value the current best already has."""
     for axis, values in plan:
@@ -193,16 +233,19 @@ def _points(plan: list[tuple[str, list[Any]]], best: Any) -> Any:
 
 
 def _confirm(config: Config, files: list[Path], first: Trial, best: Trial, *, goal: str, bar: Any) -> list[Trial]:
-    """Re-measure the winner, then the baseline, and keep whichever has the better mean of its two runs."""
+    """Round 2, in the reverse order of round 1: the winner, then the config as given. The winner is kept only
+    if it beat the config as given by ``MIN_EFFECT`` in both rounds; the verdict and the figures of each round
+    go into ``extra["rounds"]`` of the kept trial, for the report."""
     again_best = run_trial(config, files, Trial(f"confirm: {best.label}", dict(best.settings)), goal=goal)
     _tick(bar, again_best)
     again_first = run_trial(config, files, Trial("confirm: as configured", dict(first.settings)), goal=goal)
     _tick(bar, again_first)
-    best_mean = statistics.fmean([best.score(goal), again_best.score(goal)])
-    first_mean = statistics.fmean([first.score(goal), again_first.score(goal)])
-    winner_trial = again_best if best_mean > first_mean * (1 + NOISE_MARGIN) else again_first
+    rounds = [(best.score(goal), first.score(goal)), (again_best.score(goal), again_first.score(goal))]
+    won = confirmed(rounds)
+    winner_trial = again_best if won else again_first
     winner_trial.kept = True
-    winner_trial.extra["mean_score"] = max(best_mean, first_mean)
+    winner_trial.extra["rounds"] = {"change": best.label, "won": won,
+                                    "scores": [[round(b, 3), round(f, 3)] for b, f in rounds]}
     return [again_best, again_first]
 
 
@@ -234,6 +277,9 @@ def table(trials: list[Trial], *, goal: str) -> str:
     lines = [header, "-" * len(header)]
     for t in trials:
         s = t.settings
+        if t.same_as is not None:
+            lines.append(f"  {t.label[:28]:28} not run: the plugin would run it exactly as \"{t.same_as}\"")
+            continue
         if t.report is None:
             lines.append(f"  {t.label:28} failed: {t.error}")
             continue
@@ -245,9 +291,26 @@ def table(trials: list[Trial], *, goal: str) -> str:
             f"{str(t.report['plugin'].get('variant', s['variant']))[:10]:10} {s['shape_policy']:7} "
             f"{t.report['images_per_s']:6.2f} "
             f"{t.report['latency_s']['p50']:6.2f} {t.report['cpu_utilisation_pct']:5.0f}")
-    lines.append(f"goal: {goal}; * = the setting kept (a change must win by {NOISE_MARGIN:.0%}, "
-                 "and again on the mean of a second, reversed-order run)")
+    lines.append(f"goal: {goal}; * = the setting kept (a change must beat the config as given by "
+                 f"{MIN_EFFECT:.0%} in each of two rounds, the second in the reverse order)")
+    lines += [verdict(t.extra["rounds"], goal=goal) for t in trials if "rounds" in t.extra]
     return "\n".join(lines)
+
+
+def confirmed(rounds: list[tuple[float, float]]) -> bool:
+    """(change, as configured) scores per round: the change wins only by ``MIN_EFFECT`` in every one."""
+    return bool(rounds) and all(change >= given * (1 + MIN_EFFECT) for change, given in rounds)
+
+
+def verdict(rounds: dict[str, Any], *, goal: str) -> str:
+    """One line: what was kept or what lost, with each round's figures."""
+    unit = "images/s" if goal == "throughput" else "1/s of p50 latency"
+    figures = "; ".join(f"round {n}: {b:.2f} vs {f:.2f} {unit} ({(b / f - 1) * 100 if f > 0 else 0:+.0f} %)"
+                        for n, (b, f) in enumerate(rounds["scores"], start=1))
+    if rounds["won"]:
+        return f"kept {rounds['change']}: it beat the config as given in every round ({figures})"
+    return (f"lost: {rounds['change']} did not beat the config as given by {MIN_EFFECT:.0%} in every round "
+            f"({figures}); the config as given is kept")
 
 
 def write_config(config: Config, best: Trial, path: Path, *, goal: str, summary: str) -> Config:
