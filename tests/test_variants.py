@@ -336,3 +336,23 @@ def test_a_large_shape_is_screened_small_and_the_shortlist_timed_where_it_runs(
     assert again.how == "cached" and again.screen_hw == (120, 160) and again.figures == chosen.figures
     left_out = len(screened) - len(final)
     assert (f"{left_out} more slower at the 160x120 screen" in again.summary()) == (left_out > 0)
+
+
+def test_a_screen_that_fails_runs_the_default_and_keeps_nothing(
+        two_variants: Path, tmp_path: Path, write_config: Callable[..., Path],
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The screen's child killed at its deadline (as a hung or crashed plugin would end it): the style's
+    default runs, the service starts, and the next start measures again."""
+    from edge_anime.runtime import shortlist
+
+    monkeypatch.setattr(shortlist, "SCREEN_TIMEOUT_S", 0.05)
+    style_dir = _style_copy(two_variants, tmp_path)
+    path = write_config({"model": {"path": str(style_dir)}, "image": {"max_side": 512},
+                         "device": {"performance_hint": "LATENCY", "cache_dir": str(tmp_path / "ovcache")}})
+    config = load_config(path)
+    with caplog.at_level(logging.WARNING, logger="edge_anime.runtime"):
+        chosen = choose(config, resolve_model(config.model.path, search_dirs=[]), seconds=PROBE_S)
+    assert chosen.how == "failed" and (chosen.variant, chosen.precision) == ("fp32", "f32")  # the default, at f32
+    assert "the screen failed (screen in a child process: killed after 0 s)" in caplog.text
+    assert "the next start measures again" in chosen.summary()
+    assert _decisions(path) == []
