@@ -261,11 +261,11 @@ def test_one_size_asked_by_two_threads_compiles_once(model: ModelInfo, ov_cache:
     assert len(got) == 2 and got[0] is got[1] and engine.compiles == start + 1
 
 
-def test_a_warm_start_reads_the_plugins_choice_instead_of_compiling_a_probe(model: ModelInfo, tmp_path: Path,
+def test_a_warm_start_reads_the_plugins_choice_instead_of_compiling_for_it(model: ModelInfo, tmp_path: Path,
                                                                            caplog: pytest.LogCaptureFixture) -> None:
-    """``readback``: the probe compile is ~15 % of a warm service start; an earlier start's identical probe
+    """``readback``: the read-back compile is ~15 % of a warm service start; an earlier start's identical one
     (same box, OpenVINO, model and properties) answers for it, and anything else asks the plugin again."""
-    cache = tmp_path / "ovcache"  # its own: the session's would already hold this probe's read-back
+    cache = tmp_path / "ovcache"  # its own: the session's would already hold this read-back
     device = _device(cache, performance_hint="THROUGHPUT", num_streams=2, inference_precision="f32")
     first = Engine(model, device)
     assert first.compiles == 1

@@ -93,7 +93,7 @@ def test_a_change_is_kept_only_when_it_wins_every_round() -> None:
     assert "round 1: 1.36 vs 0.79 images/s (+72 %); round 2: 1.42 vs 1.43 images/s (-1 %)" in lost
 
 
-def test_the_variant_table_shows_every_variant_from_the_probes_measurement(
+def test_the_variant_table_shows_every_variant_from_the_choices_timing(
         random_ir: Path, tmp_path: Path, write_config: Callable[..., Path]) -> None:
     from edge_anime.measure.sweep import variant_figures, variant_table
 

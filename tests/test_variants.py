@@ -3,7 +3,7 @@ the manifest reader sees every IR with its quality figure, and the runtime picks
 per box and read back from a small JSON beside the model cache.
 
 Real conversions (the session's seeded-random checkpoint, fp32 style + an fp16 variant added by ``convert``),
-the real OpenVINO runtime, tiny sizes and short probes: what the probe measures is not asserted, only what
+the real OpenVINO runtime, tiny sizes and short timings: what the timing measures is not asserted, only what
 it decides from and what it keeps.
 """
 from __future__ import annotations

@@ -95,8 +95,8 @@ def axes(config: Config, model: ModelInfo, *, cores: int, precisions: list[str],
 
 
 def variant_figures(config: Config, model: ModelInfo, *, seconds: float = TIMING_SECONDS) -> list[Timing]:
-    """Every variant x every precision this CPU computes natively, timed by the start-up probe's own
-    function (``probe.measure_candidates``) at the configured size: tune's report shows all of them, also
+    """Every variant x every precision this CPU computes natively, timed by the start-up choice's own
+    function (``timing.measure_candidates``) at the timing shape: tune's report shows all of them, also
     those the floor keeps out of the sweep."""
     import openvino as ov
 
@@ -110,7 +110,7 @@ def variant_table(model: ModelInfo, timings: list[Timing], shape_hw: tuple[int, 
     """The variant figures as a fixed-width table (inference only, no decode/encode)."""
     quality = {spec.name: spec.quality_db for spec in model.variants()}
     lines = [f"variants of {model.name} at {shape_hw[1]}x{shape_hw[0]} (inference only, "
-             f"the start-up probe's measurement):",
+             f"the start-up choice's timing):",
              f"  {'variant':10} {'prec':5} {'img/s':>7} {'dB vs FP32':>10} {'dB vs f32 run':>13}"]
     for t in timings:
         figure = quality.get(t.candidate.variant)

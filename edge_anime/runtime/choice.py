@@ -46,7 +46,7 @@ from .timing import Candidate, Timing, native_precisions
 
 log = logging.getLogger(__name__)
 
-DECISION_FORMAT = 1
+DECISION_FORMAT = 2  # 2: screened (``screen``), timed at the policy's shape; a format-1 file is measured again
 DECISION_PREFIX = "edge-anime-choice-"
 LOCK_NAME = ".edge-anime-choice.lock"
 # The photo the image policy is asked to size for the timing: a phone camera's 12 MP, 4:3 landscape. Under
@@ -74,7 +74,7 @@ class Choice:
     how: str
     shape_hw: tuple[int, int]
     figures: list[dict[str, Any]] = field(default_factory=list)
-    probe_s: float = 0.0
+    measure_s: float = 0.0
     measured_at: str | None = None
     file: Path | None = None
     screen_hw: tuple[int, int] | None = None  # the screen's picture (``runtime.shortlist``), when there was one
@@ -102,7 +102,7 @@ class Choice:
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "precision": self.precision, "how": self.how,
                 "shape": [self.shape_hw[1], self.shape_hw[0]], "figures": self.figures,
-                "probe_s": round(self.probe_s, 2), "measured_at": self.measured_at,
+                "measure_s": round(self.measure_s, 2), "measured_at": self.measured_at,
                 "screen": None if self.screen_hw is None else [self.screen_hw[1], self.screen_hw[0]],
                 "file": str(self.file) if self.file else None, "summary": self.summary()}
 
@@ -196,7 +196,7 @@ def choose(config: Config, style: ModelInfo, *, core: ov.Core | None = None,
 
 def _without_measuring(config: Config, style: ModelInfo, core: ov.Core
                        ) -> tuple[list[Candidate], tuple[int, int], Choice | None]:
-    """The candidates, the probe's shape, and the choice when there is nothing to measure (pinned or only)."""
+    """The candidates, the timing shape, and the choice when there is nothing to measure (pinned or only)."""
     candidates = candidates_for(config, style, core)  # a pinned unknown variant fails here, naming the key
     if config.model.variant != "auto":
         style.with_variant(config.model.variant, verify=False)
@@ -255,8 +255,8 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     if best is None:  # nothing timed well: the first candidate (the pinned variant, else the style's default) at
         best = {"variant": candidates[0].variant, "precision": candidates[0].precision}  # the first precision
     choice = Choice(str(best["variant"]), str(best["precision"]), "failed" if contest.failed else "measured", shape,
-                    figures, probe_s=time.perf_counter() - started, measured_at=_now(), screen_hw=contest.screen_hw)
-    log.info("choice: measured in %s: %s", duration(choice.probe_s), choice.summary())
+                    figures, measure_s=time.perf_counter() - started, measured_at=_now(), screen_hw=contest.screen_hw)
+    log.info("choice: measured in %s: %s", duration(choice.measure_s), choice.summary())
     return choice
 
 
@@ -319,7 +319,7 @@ def read_decision(path: Path, key: dict[str, Any], style: ModelInfo) -> Choice |
         chosen = data["choice"]
         choice = Choice(str(chosen["variant"]), str(chosen["precision"]), "cached",
                         (int(chosen["shape"][1]), int(chosen["shape"][0])), list(chosen["figures"]),
-                        probe_s=float(chosen["probe_s"]), measured_at=str(chosen["measured_at"]), file=path,
+                        measure_s=float(chosen["measure_s"]), measured_at=str(chosen["measured_at"]), file=path,
                         screen_hw=None if not chosen.get("screen") else (int(chosen["screen"][1]),
                                                                           int(chosen["screen"][0])))
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -334,7 +334,7 @@ def read_decision(path: Path, key: dict[str, Any], style: ModelInfo) -> Choice |
 
 
 def write_decision(path: Path, key: dict[str, Any], choice: Choice) -> None:
-    """Temp then rename (``fsutil.write_atomic``): a killed probe leaves the old file or none, never half."""
+    """Temp then rename (``fsutil.write_atomic``): a killed measurement leaves the old file or none, never half."""
     data = {"format": DECISION_FORMAT, "key": key, "choice": choice.to_dict()}
     try:
         write_atomic(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))

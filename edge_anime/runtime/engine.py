@@ -32,10 +32,10 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 
 # What the config spells -> the OpenVINO element type name the plugin reports back.
-# A probe compile at start-up reads back what the plugin chose (streams, threads, requests, precision),
+# A read-back compile at start-up learns what the plugin chose (streams, threads, requests, precision),
 # validates the properties before the first photo arrives and warms the model cache. The size is tiny so
 # a cold cache costs a fraction of a second; any multiple of the model's size multiple works.
-PROBE_SIDE_PX = 64
+READBACK_SIDE_PX = 64
 # The properties read back and reported by ``describe()``.
 REPORTED_PROPERTIES: tuple[str, ...] = (
     "PERFORMANCE_HINT",
@@ -158,7 +158,7 @@ class Engine:
         self.device = device
         self.choice = choice  # how the variant and precision were chosen (edge_anime.runtime.choice), for reports
         self.core = core if core is not None else ov.Core()
-        self.properties = compile_properties(device)  # the cache folder is checked by the probe's compile lock
+        self.properties = compile_properties(device)  # the cache folder is checked by the compile lock
         try:
             self._model = self.core.read_model(str(model.xml), str(model.bin))
         except RuntimeError as exc:
@@ -190,10 +190,10 @@ class Engine:
         return compiled
 
     def _plugin_choice(self, first_shape: tuple[int, int] | None) -> dict[str, Any]:
-        """What the plugin runs with (``read_back``): from the probe compile, or, for static shapes, from an
-        earlier start's identical probe (``readback``: the probe's compile is ~15 % of a warm start).
+        """What the plugin runs with (``read_back``): from a small read-back compile, or, for static shapes, from
+        an earlier start's identical one (``readback``: that compile is ~15 % of a warm start).
         ``first_shape`` (H, W): an engine that will run only that size (the variant timing's) reads back from
-        that size's compile, kept in the cache: a probe compiled beside it would double its compiled models."""
+        that size's compile, kept in the cache: a read-back compile beside it would double its compiled models."""
         if self.device.shape_policy == "dynamic":
             self._dynamic = self._compile(self._model)
             return read_back(self._dynamic)
@@ -201,7 +201,7 @@ class Engine:
             size = (int(first_shape[0]), int(first_shape[1]))
             compiled = self._cache[size] = self._compile(self._static_model(*size))
             return read_back(compiled)
-        side = max(PROBE_SIDE_PX, self.model_info.size_multiple)
+        side = max(READBACK_SIDE_PX, self.model_info.size_multiple)
         side -= side % self.model_info.size_multiple
         key = self._readback_key(side)
         known = readback.load(self.device.cache_dir, key) if key is not None else None
@@ -220,7 +220,8 @@ class Engine:
             return None
         return {**box_key(), "huge_pages": huge_pages_on(), "openvino": ov.get_version(),
                 "model": [str(ir["xml_sha256"]), str(ir["bin_sha256"])],
-                "properties": {k: _property_value(v) for k, v in sorted(self.properties.items())}, "probe_side": side}
+                "properties": {k: _property_value(v) for k, v in sorted(self.properties.items())},
+                "readback_side": side}
 
     def _static_model(self, height: int, width: int) -> ov.Model:
         with self._model_lock:  # compiles of different sizes run at once; one clone of the source at a time

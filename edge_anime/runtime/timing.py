@@ -36,7 +36,7 @@ DEFAULT_ROUNDS = 2
 DB_CAP = 100.0  # PSNR of identical pictures, so a figure is always a finite number
 # A first guess of how long measuring takes, said before anything is timed (``shortlist.estimate_seconds``): f32 on a
 # 2-core box runs ~4-5 s per megapixel (README, Full resolution: 4.2-4.7 on the AMX Xeon, 8.7-12.6 on the EPYC),
-# and a compile with its read-back probe ~2 s. A guess, not a promise: the progress lines re-estimate from
+# and a compile with its read-back ~2 s. A guess, not a promise: the progress lines re-estimate from
 # what each candidate really took.
 GUESS_SECONDS_PER_MEGAPIXEL = 4.5
 GUESS_COMPILE_SECONDS = 2.0
@@ -94,7 +94,7 @@ def native_precisions(core: ov.Core, device_name: str = "CPU") -> list[str]:
     return [p for p in PRECISION_CHOICES if p in NATIVE_CAPABILITY and (p == "f32" or NATIVE_CAPABILITY[p] in caps)]
 
 
-def probe_picture(height: int, width: int) -> np.ndarray:
+def timing_picture(height: int, width: int) -> np.ndarray:
     """A fixed photo-like u8 RGB picture (smooth gradients, hard edges, mild grain): deterministic, so every
     box and every candidate sees the same work and the precision check compares like with like."""
     rng = np.random.default_rng(2024)
@@ -166,7 +166,7 @@ def measure_candidates(style: ModelInfo, device: DeviceSection, candidates: Sequ
     ``on_candidate`` hears of each candidate as it is done with (compiled, warmed, timed at once when slow):
     at 1024 px on a busy 2-core box that is every 10-20 s, where the whole measurement takes minutes."""
     core = core if core is not None else ov.Core()
-    picture = probe_picture(*shape_hw)
+    picture = timing_picture(*shape_hw)
     timings = {c: Timing(c) for c in candidates}
     engines: dict[Candidate, Engine] = {}  # kept for the alternating rounds
     outputs: dict[Candidate, np.ndarray] = {}

@@ -21,7 +21,7 @@ tiles of 664x736 instead of 80 of 448x472, 13 % less time). On a bigger box the 
 the lent 16-core Xeon one stream ran 0.67-0.71x the speed of 4-16 (docs/design.md).
 
 Plain infer requests, not an ``AsyncInferQueue``: a queue made and dropped per call deadlocked in its
-destructor in ``probe`` (see its history); a request list has no such teardown.
+destructor in ``timing`` (see its history); a request list has no such teardown.
 """
 from __future__ import annotations
 
