@@ -365,15 +365,20 @@ def test_one_access_log_line_per_request_without_token_query_or_body(
     caplog.set_level(logging.INFO, logger="edge_anime.http.access")
     auth = {"Authorization": f"Bearer {token}"}
     photo = _jpeg(seed=7)
-    answers = [
-        ("POST", "/v1/stylize", server.request("/v1/stylize?style=randgen&format=png", data=photo,
-                                               content_type="image/jpeg", headers=auth)),
-        ("POST", "/v1/stylize", server.request("/v1/stylize", data=photo, content_type="image/jpeg")),
-        ("GET", "/healthz", server.request("/healthz")),
+    requests: list[tuple[str, str, Callable[[], tuple[int, dict[str, str], bytes]]]] = [
+        ("POST", "/v1/stylize", lambda: server.request("/v1/stylize?style=randgen&format=png", data=photo,
+                                                       content_type="image/jpeg", headers=auth)),
+        ("POST", "/v1/stylize", lambda: server.request("/v1/stylize", data=photo, content_type="image/jpeg")),
+        ("GET", "/healthz", lambda: server.request("/healthz")),
     ]
-    end = time.monotonic() + 10  # the line is written as the answer ends: the client may read it first
-    while time.monotonic() < end and len(_access(caplog)) < len(answers):
-        time.sleep(0.01)
+    answers = []
+    for method, path, send in requests:
+        answers.append((method, path, send()))
+        # The line is written as the answer ends: the client may read it first, and the next request's line
+        # could then come before this one's (seen under load). Each line is awaited before the next request.
+        end = time.monotonic() + 10
+        while time.monotonic() < end and len(_access(caplog)) < len(answers):
+            time.sleep(0.01)
     lines = _access(caplog)
     assert len(lines) == len(answers), [r.getMessage() for r in lines]
     for record, (method, path, (status, _, body)) in zip(lines, answers):
