@@ -311,6 +311,12 @@ def test_near_ties_go_to_the_better_picture() -> None:
     assert pick([]) is None
 
 
+def _screened_config(write_config: Callable[..., Path], two_variants: Path, tmp_path: Path) -> Path:
+    """A config whose timing shape (512x384) is large enough to be screened, with a model cache of its own."""
+    return write_config({"model": {"path": str(_style_copy(two_variants, tmp_path))}, "image": {"max_side": 512},
+                         "device": {"performance_hint": "LATENCY", "cache_dir": str(tmp_path / "ovcache")}})
+
+
 @pytest.mark.slow
 def test_a_large_shape_is_screened_small_and_the_shortlist_timed_where_it_runs(
         two_variants: Path, tmp_path: Path, write_config: Callable[..., Path],
@@ -318,10 +324,7 @@ def test_a_large_shape_is_screened_small_and_the_shortlist_timed_where_it_runs(
     from edge_anime.runtime import shortlist
 
     monkeypatch.setattr(shortlist, "PULSE_SECONDS", 0.5)  # a line after half a second of quiet, not five
-    style_dir = _style_copy(two_variants, tmp_path)
-    path = write_config({"model": {"path": str(style_dir)}, "image": {"max_side": 512},
-                         "device": {"performance_hint": "LATENCY", "cache_dir": str(tmp_path / "ovcache")}})
-    config = load_config(path)
+    config = load_config(_screened_config(write_config, two_variants, tmp_path))
     with caplog.at_level(logging.INFO, logger="edge_anime.runtime"):
         chosen = choose(config, resolve_model(config.model.path, search_dirs=[]), seconds=PROBE_S)
     assert chosen.shape_hw == (384, 512) and chosen.screen_hw == (120, 160)
@@ -346,9 +349,7 @@ def test_a_screen_that_fails_runs_the_default_and_keeps_nothing(
     from edge_anime.runtime import shortlist
 
     monkeypatch.setattr(shortlist, "SCREEN_TIMEOUT_S", 0.05)
-    style_dir = _style_copy(two_variants, tmp_path)
-    path = write_config({"model": {"path": str(style_dir)}, "image": {"max_side": 512},
-                         "device": {"performance_hint": "LATENCY", "cache_dir": str(tmp_path / "ovcache")}})
+    path = _screened_config(write_config, two_variants, tmp_path)
     config = load_config(path)
     with caplog.at_level(logging.WARNING, logger="edge_anime.runtime"):
         chosen = choose(config, resolve_model(config.model.path, search_dirs=[]), seconds=PROBE_S)

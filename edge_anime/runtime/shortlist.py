@@ -16,14 +16,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import openvino as ov
 
 from ..config import DeviceSection
 from ..models import ModelInfo
+from ..ticking import ticking
 from . import isolated
 from .timing import (
     GUESS_COMPILE_SECONDS,
@@ -190,28 +191,18 @@ class Progress:
             log.info("choice: %d of %d %s: %s (%s so far, about %s left)", self.done, self.total, self.stage, what,
                      duration(elapsed), duration(left))
 
-    @contextmanager
-    def pulse(self) -> Iterator[None]:
+    def pulse(self) -> AbstractContextManager[None]:
         """While the block runs, a line whenever the log has been quiet for ``pulse_seconds``."""
-        stop = threading.Event()
+        return ticking(0.5, self._beat, name="edge-anime-choice-pulse")
 
-        def beat() -> None:
-            while not stop.wait(0.5):
-                with self._lock:
-                    now = time.perf_counter()
-                    if now - self._last < self.pulse_seconds:
-                        continue
-                    self._last = now
-                    log.info("choice: still measuring candidate %d of %d %s (%s so far)", min(self.done + 1,
-                             self.total), self.total, self.stage, duration(now - self.started))
-
-        thread = threading.Thread(target=beat, name="edge-anime-choice-pulse", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
+    def _beat(self) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            if now - self._last < self.pulse_seconds:
+                return
+            self._last = now
+            log.info("choice: still measuring candidate %d of %d %s (%s so far)", min(self.done + 1, self.total),
+                     self.total, self.stage, duration(now - self.started))
 
 
 def duration(seconds: float) -> str:

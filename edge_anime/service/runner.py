@@ -28,6 +28,7 @@ from ..inputs import InputFilter
 from ..logs import setup_logging
 from ..naming import child
 from ..preflight import check_paths
+from ..ticking import ticking
 from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, free_bytes, write_probe
 from ..watch.detect import Detector, scan
@@ -161,19 +162,8 @@ class WatchService:
         if not interval:
             yield
             return
-        done = threading.Event()
-
-        def ping() -> None:
-            while not done.wait(interval):
-                self.notifier.send(WATCHDOG=1)
-
-        pinger = threading.Thread(target=ping, name="edge-anime-watchdog", daemon=True)
-        pinger.start()
-        try:
+        with ticking(interval, lambda: self.notifier.send(WATCHDOG=1), name="edge-anime-watchdog"):
             yield
-        finally:
-            done.set()
-            pinger.join()
 
     def _new_stylizer(self, config: Config) -> Stylizer:
         """The default style's variant and precision chosen for this box (measured once, then cached) and
