@@ -74,7 +74,9 @@ TileCallback = Callable[[int, int], None]  # (tiles done, tiles in the picture),
 class Job:
     """One picture to stylize. From a file (``src``) or from bytes already in memory (``data``; ``src`` then
     only names it in errors); to a file (``dst``, written with fsutil.write_atomic, its suffix picks the
-    format) or, with ``dst`` None, back to the caller as ``JobResult.image`` (the Python API).
+    format) or, with ``dst`` None, back to the caller: as ``JobResult.image`` (the Python API), or with
+    ``encode_as`` (an extension: jpg, png, webp) as ``JobResult.data``, the bytes the file would hold, encoded
+    by the same stage from the same decoded source (HTTP: metadata after a PNG's pixels is kept as for files).
 
     A clip's frame (edge_anime/video) comes already decoded and planned (``planned``: read and decode are
     skipped, the rest is a photo's path) and is called back on its own ``notify`` instead of the pipeline's
@@ -95,6 +97,7 @@ class Job:
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
     on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
+    encode_as: str | None = None  # with dst None: encode to this extension, into JobResult.data
 
 
 @dataclass
@@ -104,7 +107,8 @@ class JobResult:
     timings_s: dict[str, float]  # per stage, see STAGES; plus "total" (submit to done)
     in_size: tuple[int, int] | None = None  # (W, H) decoded
     out_size: tuple[int, int] | None = None  # (W, H) written
-    image: Image.Image | None = None  # the stylized picture, for a job without ``dst``
+    image: Image.Image | None = None  # the stylized picture, for a job without ``dst`` or ``encode_as``
+    data: bytes | None = field(default=None, repr=False)  # the encoded picture, for a job with ``encode_as``
 
     @property
     def ok(self) -> bool:
@@ -123,6 +127,7 @@ class _Work:
     in_size: tuple[int, int] | None = None
     out_size: tuple[int, int] | None = None
     image: Image.Image | None = None
+    encoded: bytes | None = field(default=None, repr=False)  # the output's bytes, for a job with encode_as
     infer_started: float = 0.0
     queue_id: int = 0
     data: bytes | None = field(default=None, repr=False)  # the file's bytes, read on the decode lane
@@ -424,8 +429,11 @@ class Pipeline:
             work.out_size = image.size
             work.stylized = None
             dst = work.job.dst
-            if dst is None:  # the caller takes the picture itself (the Python API): nothing to encode
+            if dst is None and work.job.encode_as is None:  # the caller takes the picture itself (the API)
                 work.image = image
+                work.timings["encode"] = time.perf_counter() - start
+            elif dst is None:  # encoded, for a destination in memory (HTTP)
+                work.encoded = imaging.encode(image, work.picture, cfg.output, ext=str(work.job.encode_as))
                 work.timings["encode"] = time.perf_counter() - start
             else:
                 suffix = dst.suffix.lstrip(".").lower()
@@ -449,8 +457,9 @@ class Pipeline:
         work.timings["total"] = time.perf_counter() - work.submitted
         out_size = work.out_size if error is None else None
         result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
-                           out_size=out_size, image=work.image if error is None else None)
-        work.planned = work.stylized = work.image = work.feed = None
+                           out_size=out_size, image=work.image if error is None else None,
+                           data=work.encoded if error is None else None)
+        work.planned = work.stylized = work.image = work.feed = work.encoded = None
         try:
             (work.job.notify or self._on_done)(result)
         except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)

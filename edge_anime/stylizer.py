@@ -28,7 +28,6 @@ import functools
 import io
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -42,7 +41,7 @@ from PIL import Image
 from .config import Config, load_config
 from .errors import InputError, ModelError, UserError
 from .imaging.decoder import decode_header
-from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, encode, image_extension, same_format_extension
+from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, image_extension, same_format_extension
 from .inputs import read_regular
 from .models import ModelInfo, resolve_model
 from .naming import check_style
@@ -166,7 +165,8 @@ class Stylizer:
         ``name``: how encoded bytes are named in errors (an upload's file name), instead of ``<image>``.
 
         The header is read first (``imaging.decoder.decode_header``): a picture the decoder refuses is refused
-        before it takes a pipeline slot, with the decoder's message. Raises as ``run`` does."""
+        before it takes a pipeline slot, with the decoder's message. The pipeline's encode stage encodes it
+        (``Job.encode_as``), from the fully decoded source as for a file. Raises as ``run`` does."""
         wanted = fmt or self.config.output.format
         if wanted != "same" and wanted not in EXT_BY_CONFIG_FORMAT:
             raise ValueError(f"fmt={wanted!r}: expected one of {', '.join(EXT_BY_CONFIG_FORMAT)} or same")
@@ -183,17 +183,13 @@ class Stylizer:
             ext = image_extension(self.config.output, job.src)
         else:
             ext = same_format_extension(image.format if isinstance(image, Image.Image) else source.source_format)
-        result = self.submit(job, style=style).result(timeout=timeout)
+        result = self.submit(dataclasses.replace(job, encode_as=ext), style=style).result(timeout=timeout)
         del job  # the input's bytes go once the pipeline is done with them
         if result.error is not None:
             raise result.error
-        assert result.image is not None
-        started = time.perf_counter()
-        data = encode(result.image, source, self.config.output, ext=ext)
-        timings_s = dict(result.timings_s)
-        timings_s["encode"] = timings_s.get("encode", 0.0) + time.perf_counter() - started
-        return Encoded(data=data, media_type=f"image/{FORMAT_BY_EXT[ext].lower()}", ext=ext,
-                       size=result.image.size, timings_s=timings_s)
+        assert result.data is not None and result.out_size is not None
+        return Encoded(data=result.data, media_type=f"image/{FORMAT_BY_EXT[ext].lower()}", ext=ext,
+                       size=result.out_size, timings_s=dict(result.timings_s))
 
     def submit(self, job: Job, *, style: str | None = None) -> Future[JobResult]:
         """Start one job on ``style``'s pipeline and return at once (blocking only while the pipeline's

@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,20 +264,37 @@ def _rgba_png() -> bytes:
     return buffer.getvalue()
 
 
+def _png_with_exif_after_its_pixels() -> bytes:
+    """A PNG whose eXIf chunk comes after its IDAT (allowed by the PNG spec, written so by some tools)."""
+    exif = Image.Exif()
+    exif[0x010F] = "edge-anime test camera"  # Make
+    buffer = io.BytesIO()
+    synthetic_photo(96, 64, seed=5).save(buffer, format="PNG")
+    png = buffer.getvalue()
+    payload = exif.tobytes()[6:] if exif.tobytes().startswith(b"Exif\x00\x00") else exif.tobytes()
+    chunk = (len(payload).to_bytes(4, "big") + b"eXIf" + payload
+             + zlib.crc32(b"eXIf" + payload).to_bytes(4, "big"))
+    end = png.rindex(b"IEND") - 4  # the IEND chunk starts with its length
+    return png[:end] + chunk + png[end:]
+
+
 def test_http_answers_the_bytes_stylize_writes(serve_here: Callable[..., Here], stylizer: Stylizer,
                                                  tmp_path: Path) -> None:
     """One door: the same photo and config give the same bytes from `edge-anime stylize` and over HTTP.
     Before, HTTP encoded on its own: an RGBA PNG as JPEG came out black under the transparency (white from
-    the file path), 4:2:0 (4:4:4 at quality 92) and without the ICC profile the file path keeps."""
+    the file path), 4:2:0 (4:4:4 at quality 92) and without the ICC profile the file path keeps. A PNG's EXIF
+    after its pixels is kept too (both encode in the pipeline's encode stage, from the decoded source)."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "clear.png").write_bytes(_rgba_png())
     (tmp_path / "in" / "profiled.jpg").write_bytes(_icc_jpeg())
+    (tmp_path / "in" / "trailing.png").write_bytes(_png_with_exif_after_its_pixels())
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(stylizer.config.model_dump(mode="json",
                                                                                    exclude={"source"})))
     assert cli_main(["stylize", str(tmp_path / "in"), "-o", str(tmp_path / "out"), "-q",
                      "--config", str(tmp_path / "config.yaml")]) == 0
     server = serve_here()
-    for name, written in (("clear.png", "clear_randgen.jpg"), ("profiled.jpg", "profiled_randgen.jpg")):
+    for name, written in (("clear.png", "clear_randgen.jpg"), ("profiled.jpg", "profiled_randgen.jpg"),
+                          ("trailing.png", "trailing_randgen.jpg")):
         status, headers, body = server.request("/v1/stylize", data=(tmp_path / "in" / name).read_bytes(),
                                                content_type="application/octet-stream")
         assert status == 200 and headers["content-type"] == "image/jpeg", body[:300]
@@ -285,6 +303,8 @@ def test_http_answers_the_bytes_stylize_writes(serve_here: Callable[..., Here], 
             assert answer.mode == "RGB" and JpegImagePlugin.get_sampling(answer) == 0  # 4:4:4
             if name == "clear.png":
                 assert min(answer.getpixel((8, 32))) >= 245  # white where the photo was transparent
+            elif name == "trailing.png":
+                assert answer.getexif()[0x010F] == "edge-anime test camera"
             else:
                 assert answer.info["icc_profile"] == Image.open(tmp_path / "in" / name).info["icc_profile"]
 
