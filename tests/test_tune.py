@@ -104,3 +104,17 @@ def test_the_variant_table_shows_every_variant_from_the_choices_timing(
     assert all(t.error is None and t.images_per_s > 0 for t in timings)
     text = variant_table(style, timings, (36, 48))
     assert "int8" in text and "30.1" in text and "48x36" in text
+
+
+def test_a_precision_that_takes_a_variant_under_the_floor_is_known_before_it_is_run(
+        random_ir: Path, tmp_path: Path) -> None:
+    """tune swept the bundled INT8 QAT IR (36.4 dB vs FP32) at bf16 (37.6 dB from its own f32 run): ~34 dB
+    together, under the floor the start-up choice holds it to. The sweep now has the same estimate."""
+    from edge_anime.measure.sweep import variant_quality
+    from edge_anime.runtime.timing import Candidate, Timing
+
+    style = load_model_info(_style_with_int8(random_ir, tmp_path, psnr_vs_fp32=36.4))
+    timings = [Timing(Candidate("int8", "f32")), Timing(Candidate("int8", "bf16"), psnr_vs_f32_db=37.6)]
+    quality = variant_quality(style, timings)
+    assert quality[("int8", "f32")] == pytest.approx(36.4)
+    assert quality[("int8", "bf16")] == pytest.approx(33.95, abs=0.01)  # under 35: never swept

@@ -34,7 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..errors import UserError
-    from ..measure.sweep import chart, sweep, table, variant_figures, variant_table, winner, write_config
+    from ..measure.sweep import (
+        chart,
+        sweep,
+        table,
+        variant_figures,
+        variant_quality,
+        variant_table,
+        winner,
+        write_config,
+    )
     from ..measure.throughput import input_files, with_overrides
     from ..models import resolve_model
     from ..runtime.choice import timing_shape
@@ -46,10 +55,11 @@ def run(args: argparse.Namespace) -> int:
     files = input_files(args.input_dir, config.watch)[: args.images]
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     seconds = min(DEFAULT_SECONDS, max(MIN_TIMING_SECONDS, VARIANT_SHARE * args.budget))  # as a first start, or less
-    variants = variant_table(style, variant_figures(config, style, seconds=seconds),
-                             timing_shape(config.image, multiple=style.size_multiple))
+    timings = variant_figures(config, style, seconds=seconds)
+    variants = variant_table(style, timings, timing_shape(config.image, multiple=style.size_multiple))
     print(variants)
-    trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db)
+    trials = sweep(config, files, budget_s=args.budget, goal=args.goal, int8_floor_db=args.int8_floor_db,
+                   quality_db=variant_quality(style, timings))
     summary = variants + "\n" + table(trials, goal=args.goal)
     print(summary)
     best = winner(trials)
