@@ -335,6 +335,37 @@ class VideoSection(_Section):
         return cleaned
 
 
+class RayBatchSection(_Section):
+    """``edge-anime batch --ray``: the Ray Data job (edge_anime/batch/on_ray.py)."""
+
+    actors: AutoInt1 = "auto"  # actors in the pool; auto = one per alive node
+    actor_cpus: AutoInt1 = "auto"  # CPUs each actor reserves; auto = the smallest node's, so one fits a node
+    batch_size: int = Field(default=8, ge=1, le=1024)  # inputs per Ray batch: the unit a lost node's work is redone in
+
+
+class RayServeSection(_Section):
+    """``edge-anime serve --ray``: the Ray Serve deployment of the HTTP app (edge_anime/http/on_ray.py)."""
+
+    num_replicas: AutoInt1 = 1  # auto: autoscale between min_replicas and max_replicas
+    min_replicas: int = Field(default=1, ge=0, le=1024)
+    max_replicas: int = Field(default=4, ge=1, le=1024)
+    target_ongoing_requests: float = Field(default=2.0, gt=0)  # per replica, what autoscaling aims at
+    replica_cpus: float = Field(default=1.0, gt=0)  # CPUs each replica reserves on its node
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RayServeSection:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}")
+        return self
+
+
+class RaySection(_Section):
+    """Past one box: a Ray cluster runs ``batch`` and ``serve`` (the ``ray`` extra; docs/scale.md)."""
+
+    batch: RayBatchSection = RayBatchSection()
+    serve: RayServeSection = RayServeSection()
+
+
 class Config(_Section):
     model: ModelSection = ModelSection()
     device: DeviceSection = DeviceSection()
@@ -345,6 +376,7 @@ class Config(_Section):
     service: ServiceSection = ServiceSection()
     http: HttpSection = HttpSection()
     video: VideoSection = VideoSection()
+    ray: RaySection = RaySection()
     source: PathField | None = Field(default=None, exclude=True)  # the file this came from
 
     def status_file(self) -> Path:

@@ -225,7 +225,7 @@ def test_show_fills_in_defaults(write_config: Callable[..., Path], capsys: pytes
     shown = yaml.safe_load(capsys.readouterr().out)
     assert shown["image"]["max_side"] == 300 and shown["image"]["memory_budget_mb"] == 1024
     assert shown["output"]["name_template"] == "{stem}_{style}.{ext}" and shown["watch"]["retry"]["max_attempts"] == 10
-    assert set(shown) == {"model", "device", "image", "output", "pipeline", "watch", "service", "http", "video"}
+    assert set(shown) == {"model", "device", "image", "output", "pipeline", "watch", "service", "http", "video", "ray"}
     # what show prints is itself a valid config that means the same
     assert parse_config(shown, base_dir=path.parent) == load_config(path).model_copy(update={"source": None})
 
