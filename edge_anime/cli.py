@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "run": ("edge_anime.commands.run", "add_arguments", "run",
             "serve the watch folder (the main job; what systemd runs)"),
     "stylize": ("edge_anime.commands.stylize", "add_arguments", "run", "stylize files, folders or globs once"),
+    "batch": ("edge_anime.commands.batch", "add_arguments", "run",
+              "stylize a backlog exactly once, here or on a Ray cluster (--ray; needs the ray extra)"),
     "serve": ("edge_anime.commands.serve", "add_arguments", "run",
               "serve the HTTP API and the upload page (needs the http extra)"),
     "bench": ("edge_anime.commands.bench", "add_arguments", "run", "measure the whole pipeline on real image files"),
@@ -98,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # Commands that run inference; only they restart themselves for huge pages (see ``entry``).
-INFERENCE_COMMANDS = frozenset({"run", "serve", "stylize", "bench", "tune"})
+INFERENCE_COMMANDS = frozenset({"run", "serve", "stylize", "batch", "bench", "tune"})
 # Commands that may convert a model, the only ones that need OpenVINO's converter (``host.skip_model_converter``).
 CONVERTER_COMMANDS = frozenset({"convert", "models"})
 

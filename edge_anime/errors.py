@@ -49,3 +49,13 @@ class TransientError(EdgeAnimeError):
     def __init__(self, message: str, *, stage: str = "write") -> None:
         super().__init__(message)
         self.stage = stage
+
+
+def failure_reason(error: BaseException, src: object) -> tuple[str, bool]:
+    """One line naming ``src`` and why it failed, and whether that was a bug: what ``stylize`` lists and
+    ``batch`` writes to failed.jsonl. An input or transient error's own message names the file already,
+    mostly; anything else is a bug and says so."""
+    if isinstance(error, (InputError, TransientError)):
+        text = str(error)
+        return (text if str(src) in text else f"{src}: {text}"), False
+    return f"{src}: internal error (a bug): {type(error).__name__}: {error}", True

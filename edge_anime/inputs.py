@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import glob
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import WatchSection
@@ -158,3 +160,50 @@ def read_regular(path: Path) -> bytes:
             return fh.read()
         except OSError as exc:
             raise _read_error(path, exc) from exc
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input file and the sub-folder (relative to the folder it was found in) mirrored under -o."""
+
+    path: Path
+    subdir: Path = Path()
+
+
+def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter) -> list[Source]:
+    return [Source(p, p.parent.relative_to(folder)) for p in accept.files_in(folder, recursive=recursive)]
+
+
+def collect_sources(inputs: Sequence[str], *, recursive: bool,
+                    accept: InputFilter) -> tuple[list[Source], list[str]]:
+    """Expand the command line into files (each once), plus one problem line per input that named nothing.
+
+    A file named explicitly is always tried, whatever its extension: decode says whether it is an image.
+    Folders and globs take what the watch folder would take (``inputs.InputFilter``: ``watch.extensions``,
+    no ignored or temp names).
+    """
+    sources: list[Source] = []
+    problems: list[str] = []
+    for text in inputs:
+        path = Path(text)
+        if path.is_dir():
+            sources += _folder_sources(path, recursive=recursive, accept=accept)
+        elif path.is_file():
+            sources.append(Source(path))
+        elif os.path.lexists(path):
+            problems.append(f"{path}: not a regular file")
+        elif glob.has_magic(text):
+            matches = [Path(m) for m in sorted(glob.glob(text, recursive=recursive))]
+            files = [Source(m) for m in matches if m.is_file() and accept.accepts(m.name)]
+            folders = [m for m in matches if m.is_dir()]
+            for folder in folders:
+                files += _folder_sources(folder, recursive=recursive, accept=accept)
+            if not files:
+                problems.append(f"{text}: no image file matches")
+            sources += files
+        else:
+            problems.append(f"{path}: no such file or folder")
+    unique: dict[Path, Source] = {}
+    for source in sources:
+        unique.setdefault(source.path.resolve(), source)
+    return list(unique.values()), problems

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from edge_anime.commands.stylize import collect_sources
 from edge_anime.config import WatchSection
-from edge_anime.inputs import InputFilter
+from edge_anime.inputs import InputFilter, collect_sources
 from edge_anime.watch.detect import scan
 
 NAMES = ["a.jpg", "B.PNG", ".hidden.jpg", "c.jpg.part", "d.crdownload", "~$e.jpg", "f.gif", "noext",

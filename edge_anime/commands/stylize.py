@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,11 +31,10 @@ from ..errors import (
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
-    InputError,
-    TransientError,
     UserError,
+    failure_reason,
 )
-from ..inputs import InputFilter
+from ..inputs import InputFilter, Source, collect_sources
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -46,14 +44,6 @@ if TYPE_CHECKING:
 NAMES_SHOWN = 5  # outputs named in the end line about suffixed or replaced names; the rest are counted
 # The loggers whose INFO lines stylize shows: what the first start does for minutes (measure, compile).
 TALKING = ("edge_anime.runtime.choice", "edge_anime.runtime.shortlist")
-
-
-@dataclass(frozen=True)
-class Source:
-    """One input file and the sub-folder (relative to the folder it was found in) mirrored under -o."""
-
-    path: Path
-    subdir: Path = Path()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,45 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "NAME-1, NAME-2...; an input of this run is never replaced")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bar and no progress lines (warnings and errors still show)")
-
-
-def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter) -> list[Source]:
-    return [Source(p, p.parent.relative_to(folder)) for p in accept.files_in(folder, recursive=recursive)]
-
-
-def collect_sources(inputs: Sequence[str], *, recursive: bool,
-                    accept: InputFilter) -> tuple[list[Source], list[str]]:
-    """Expand the command line into files (each once), plus one problem line per input that named nothing.
-
-    A file named explicitly is always tried, whatever its extension: decode says whether it is an image.
-    Folders and globs take what the watch folder would take (``inputs.InputFilter``: ``watch.extensions``,
-    no ignored or temp names).
-    """
-    sources: list[Source] = []
-    problems: list[str] = []
-    for text in inputs:
-        path = Path(text)
-        if path.is_dir():
-            sources += _folder_sources(path, recursive=recursive, accept=accept)
-        elif path.is_file():
-            sources.append(Source(path))
-        elif os.path.lexists(path):
-            problems.append(f"{path}: not a regular file")
-        elif glob.has_magic(text):
-            matches = [Path(m) for m in sorted(glob.glob(text, recursive=recursive))]
-            files = [Source(m) for m in matches if m.is_file() and accept.accepts(m.name)]
-            folders = [m for m in matches if m.is_dir()]
-            for folder in folders:
-                files += _folder_sources(folder, recursive=recursive, accept=accept)
-            if not files:
-                problems.append(f"{text}: no image file matches")
-            sources += files
-        else:
-            problems.append(f"{path}: no such file or folder")
-    unique: dict[Path, Source] = {}
-    for source in sources:
-        unique.setdefault(source.path.resolve(), source)
-    return list(unique.values()), problems
 
 
 @dataclass(frozen=True)
@@ -255,6 +206,19 @@ def _unknown_style(style: str, specs: dict[str, str], config: Config) -> str:
     return f"{message} (add another style to model.styles)"
 
 
+def chosen_style(config: Config, requested: str | None) -> str:
+    """``--style`` (default: ``model.path``'s style), checked to be served and to fit the output template;
+    every served style is resolved first, so a missing one names its config key before any work."""
+    from ..stylizer import style_specs
+
+    specs = style_specs(config)
+    style = requested or next(iter(specs))
+    if style not in specs:
+        raise UserError(_unknown_style(style, specs, config))
+    naming.check_style(config.output.name_template, style)
+    return style
+
+
 def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult | ClipResult]:
     """The one core every entry point runs on (``Stylizer``: the variant chosen for this box, the shared
     pipeline of decode threads, async inference and encoders). Photos first as one batch, then each clip
@@ -275,14 +239,14 @@ def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool)
 
 
 def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool]:
-    """(one line for the list, whether it was a bug)."""
+    """(one line for the list, whether it was a bug); a bug's traceback goes to stderr first."""
     error = result.error
-    if isinstance(error, (InputError, TransientError)):
-        text = str(error)
-        return (text if str(result.job.src) in text else f"{result.job.src}: {text}"), False
     assert error is not None
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    return f"{result.job.src}: internal error (a bug, traceback above): {type(error).__name__}: {error}", True
+    line, is_bug = failure_reason(error, result.job.src)
+    if is_bug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+        line = line.replace("(a bug)", "(a bug, traceback above)", 1)
+    return line, is_bug
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,14 +261,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     from ..config import load_config
     from ..pipeline import Job
-    from ..stylizer import style_specs
 
     config = load_config(args.config)
-    specs = style_specs(config)  # every style served, resolved: a missing one names its key here
-    style = args.style or next(iter(specs))
-    if style not in specs:
-        raise UserError(_unknown_style(style, specs, config))
-    naming.check_style(config.output.name_template, style)
+    style = chosen_style(config, args.style)
     accept = InputFilter(config.watch, also=config.video.extensions)  # clips are taken beside photos
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("runtime",)),
     ("core", ("pipeline", "video", "naming", "stylizer")),
     ("watch", ("watch",)),
+    ("batch", ("batch",)),
     ("http", ("http",)),
     ("measure", ("measure",)),
     ("service", ("service",)),

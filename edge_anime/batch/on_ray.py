@@ -1,0 +1,103 @@
+"""``batch --ray``: the items as a Ray Data job, each actor one Stylizer (compiled once, the model cache per node).
+
+Files are listed on the driver and read on the workers, so inputs and outputs must be on a filesystem every
+node mounts at the same path (docs/scale.md). Ray Data restarts an actor whose process or node dies and redoes
+its batch (its actor pools default to ``max_restarts=-1`` and ``max_task_retries=-1``; actors are spread over
+the nodes, ``DataContext.scheduling_strategy`` "SPREAD"); the batch's done outputs are skipped on
+the retry (``work.stylize_items``) and a half-written one was only ever a temp file, which the command removes
+at the end. Each actor takes two batches at once (``max_concurrent_calls_per_actor``), so its pipeline never
+drains between batches: the Stylizer is thread-safe and bounds its own in-flight work.
+
+Ray is imported here only: the base install never needs it (the ``ray`` extra).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import UserError
+from .plan import Item
+from .work import Outcome, stylize_items
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..stylizer import Stylizer
+
+log = logging.getLogger(__name__)
+INSTALL_HINT = "pip install 'edge-anime[ray]'"
+CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed across a batch's end
+
+
+class StylizeActor:
+    """One per node by default: holds a Stylizer for the whole job (Ray Data builds it once per actor)."""
+
+    def __init__(self, config: Config, style: str) -> None:
+        from ..stylizer import Stylizer
+
+        self.style = style
+        self.stylizer: Stylizer = Stylizer(config)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
+        items = [Item(str(src), str(dst), bool(clip)) for src, dst, clip in
+                 zip(batch["src"], batch["dst"], batch["clip"])]
+        rows = [outcome.row() for outcome in stylize_items(self.stylizer, items, style=self.style)]
+        return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+
+
+def pool_size(config: Config, nodes: Sequence[dict[str, Any]]) -> tuple[int, float]:
+    """(actors, CPUs each) from ``ray.batch`` and the alive nodes: auto is one actor per node with CPUs,
+    each reserving the smallest such node's CPUs, so no node gets two while another gets none."""
+    cpus = [float(node.get("Resources", {}).get("CPU", 0)) for node in nodes if node.get("Alive")]
+    cpus = [c for c in cpus if c > 0]
+    if not cpus:
+        raise UserError("batch --ray: the cluster has no node with CPUs")
+    section = config.ray.batch
+    actors = len(cpus) if section.actors == "auto" else int(section.actors)
+    actor_cpus = min(cpus) if section.actor_cpus == "auto" else float(section.actor_cpus)
+    return actors, actor_cpus
+
+
+def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: str,
+               on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Every item's outcome, in the order they finished; ``address`` "local" starts Ray on this box."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise UserError(f"batch --ray needs the ray extra ({exc.name} is missing): {INSTALL_HINT}") from None
+    try:
+        ray.init(address=None if address == "local" else address, logging_level=logging.WARNING,
+                 log_to_driver=False, include_dashboard=False if address == "local" else None)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(f"--ray {address}: cannot join the Ray cluster: {exc}") from None
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False  # the command draws its own, counting this job's outcomes
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # per-dataset INFO lines say nothing to a user
+        actors, actor_cpus = pool_size(config, ray.nodes())  # type: ignore[no-untyped-call]
+        batch_size = config.ray.batch.batch_size
+        log.info("batch: %d inputs on Ray at %s: %d actor(s) of %g CPU, batches of %d", len(items), address,
+                 actors, actor_cpus, batch_size)
+        dataset = ray.data.from_items([item.row() for item in items],
+                                      override_num_blocks=max(1, math.ceil(len(items) / batch_size)))
+        stylized = dataset.map_batches(
+            StylizeActor, fn_constructor_kwargs={"config": config, "style": style}, batch_size=batch_size,
+            batch_format="numpy", num_cpus=actor_cpus,
+            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=actors, initial_size=actors,
+                                               max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
+                                               enable_true_multi_threading=True))
+        outcomes: dict[str, Outcome] = {}
+        for row in stylized.iter_rows():
+            outcome = Outcome.from_row(row)
+            if outcome.src in outcomes:  # a batch redone after its node was lost: the first report stands
+                continue
+            outcomes[outcome.src] = outcome
+            if on_outcome is not None:
+                on_outcome(outcome)
+        return list(outcomes.values())
+    finally:
+        ray.shutdown()
