@@ -10,6 +10,7 @@ on the machine, another test's cluster included. Every port a node opens is pick
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -96,7 +97,7 @@ class RayCluster:
                      "--ray-client-server-port", str(free_port())]
         else:
             args += ["--address", self.address]
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.env}
+        env = self.client_env()
         log = open(temp_dir / "start.log", "wb")  # noqa: SIM115 - the node's own log, read when it fails
         starter = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
@@ -107,6 +108,18 @@ class RayCluster:
 
     def start_log(self, node: Node) -> str:
         return (node.temp_dir / "start.log").read_text(errors="replace")[-3000:]
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a process that joins this cluster (a node, a driver): its own auth token file.
+        Ray 2.60 starts clusters with token authentication and keeps the token in ~/.ray/auth_token, which
+        every head started on the machine rewrites: two clusters at once (two test files) would lock each
+        other's drivers out."""
+        token = self.root / "auth_token"
+        if not token.exists():  # Ray aborts on an empty or missing token file: it never makes one there itself
+            token.write_text(secrets.token_hex(32), encoding="ascii")
+            token.chmod(0o600)
+        return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+                "RAY_AUTH_TOKEN_PATH": str(token), **self.env}
 
     def add_node(self) -> Node:
         node = self._start(head=False)
@@ -124,7 +137,7 @@ class RayCluster:
                 if node.starter.poll() is not None and node.head:
                     raise RuntimeError(f"ray start --head exited {node.starter.returncode}: {self.start_log(node)}")
             done = subprocess.run([sys.executable, "-c", script, self.address], capture_output=True, text=True,
-                                  timeout=timeout, check=False)
+                                  timeout=timeout, check=False, env=self.client_env())
             seen = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
             if seen == str(count):
                 return
