@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from raycluster import RayCluster
 
 from edge_anime.errors import EXIT_OK
 from edge_anime.fsutil import TEMP_PREFIX
-from raycluster import RayCluster
 
 pytestmark = [
     pytest.mark.slow,
