@@ -8,6 +8,10 @@ reason (before, /healthz said 200 until systemd's start timeout killed it). The 
 anything else starts: a busy one exits 75 at once with the address, and "ready" is never said of a socket
 that is not listening. Exit statuses as `run`: 78 for a bad config or model, 75 for a port in use, 70 for a
 bug.
+
+With ``--ray ADDRESS`` the same app is deployed on a Ray cluster instead (edge_anime/http/on_ray.py): Ray
+Serve's proxy listens on ``http.host``:``http.port`` and ``ray.serve`` says how many replicas, each with its own
+Stylizer. The config is validated here first, so a bad one still exits 78 before anything is deployed.
 """
 from __future__ import annotations
 
@@ -32,10 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
     parser.add_argument("--host", default=None, help="address to listen on (default: http.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port (default: http.port, 8080)")
+    parser.add_argument("--ray", metavar="ADDRESS", default=None,
+                        help="deploy on the Ray cluster at ADDRESS (HOST:PORT of its head, or auto) with Ray "
+                             "Serve, replicas as ray.serve says (needs the ray extra; docs/scale.md)")
 
 
 def run(args: argparse.Namespace) -> int:
     config = _load(args)
+    if args.ray is not None:
+        return _run_on_ray(config, args)
     try:
         from ..http.app import create_app
         from ..http.server import listen, make_server
@@ -73,6 +82,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"edge-anime serve: error: {failure}", file=sys.stderr)
         return 78
     return 0 if server.started else 78
+
+
+def _run_on_ray(config: Config, args: argparse.Namespace) -> int:
+    """`serve --ray`: the http extra checked here as for one box (the replicas run the same app), then Ray."""
+    try:
+        import starlette  # noqa: F401 - the replicas' app; said here, before the cluster is touched
+    except ImportError as exc:
+        raise UserError(f"serve needs the http extra ({exc.name} is missing): {INSTALL_HINT}") from None
+    from ..http.on_ray import serve_on_ray
+    from ..logs import setup_logging
+
+    setup_logging(log_format=config.service.log_format, level=config.service.log_level)
+    return serve_on_ray(config, address=args.ray, reload=lambda: _load(args))
 
 
 def _load(args: argparse.Namespace) -> Config:
