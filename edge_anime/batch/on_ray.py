@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UserError
+from ..runtime.host import HUGE_PAGES_TUNABLE
 from .plan import Item
 from .work import Outcome, stylize_items
 
@@ -61,6 +63,14 @@ def pool_size(config: Config, nodes: Sequence[dict[str, Any]]) -> tuple[int, flo
     return actors, actor_cpus
 
 
+def actor_environment() -> dict[str, Any] | None:
+    """The huge-page tunable the command re-executed itself with (``cli.entry``), for the actors too: glibc
+    reads it at process start only, and Ray starts the actor processes, not this one. None when the driver
+    runs without it (opted out, or the box's THP setting makes it moot)."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return {"env_vars": {"GLIBC_TUNABLES": tunables}} if HUGE_PAGES_TUNABLE in tunables else None
+
+
 def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: str,
                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Every item's outcome, in the order they finished; ``address`` "local" starts Ray on this box."""
@@ -86,7 +96,7 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
                                       override_num_blocks=max(1, math.ceil(len(items) / batch_size)))
         stylized = dataset.map_batches(
             StylizeActor, fn_constructor_kwargs={"config": config, "style": style}, batch_size=batch_size,
-            batch_format="numpy", num_cpus=actor_cpus,
+            batch_format="numpy", num_cpus=actor_cpus, runtime_env=actor_environment(),
             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=actors, initial_size=actors,
                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                enable_true_multi_threading=True))
