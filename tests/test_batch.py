@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from edge_anime.cli import main
-from edge_anime.errors import EXIT_FAILURES, EXIT_OK
+from edge_anime.errors import EXIT_CONFIG, EXIT_FAILURES, EXIT_OK
 from edge_anime.fsutil import TEMP_PREFIX
 
 STYLE = "randgen"  # the random IR's manifest name
@@ -133,3 +133,22 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(f"p{i:02d}_{STYLE}.jpg" for i in range(count)), names
     assert not any(name.startswith(TEMP_PREFIX) for name in names)
+
+
+def test_unreachable_ray_head_is_named_at_once(tmp_path: Path, write_config: Callable[..., Path],
+                                               make_photo: Callable[..., Path],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong --ray address fails in seconds naming it (ray.init alone retries for minutes), before any
+    output folder is made."""
+    import socket
+
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    photo = make_photo("a.jpg", folder=tmp_path / "in")
+    out = tmp_path / "out"
+    started = time.monotonic()
+    status = main(["batch", str(photo), "-o", str(out), "--config", str(write_config()), "--ray", f"127.0.0.1:{port}"])
+    assert status == EXIT_CONFIG
+    assert f"--ray 127.0.0.1:{port}: cannot reach the Ray head there" in capsys.readouterr().err
+    assert time.monotonic() - started < 30 and not out.exists()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'edge-anime[ray]'"
+DEFAULT_PORT = 6379  # `ray start --head`'s own default
+CONNECT_TIMEOUT_S = 5.0
 CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed across a batch's end
 
 
@@ -71,6 +74,23 @@ def actor_environment() -> dict[str, Any] | None:
     return {"env_vars": {"GLIBC_TUNABLES": tunables}} if HUGE_PAGES_TUNABLE in tunables else None
 
 
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail at once, naming the address, when nothing listens there: ``ray.init`` would retry for minutes
+    with log lines about its GCS that do not say which command-line value was wrong."""
+    if address == "local":
+        return
+    host, _, port = address.rpartition(":") if ":" in address else (address, ":", str(DEFAULT_PORT))
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except ValueError:
+        raise UserError(f"--ray {address}: expected HOST:PORT of the Ray head (port {DEFAULT_PORT} by default), "
+                        "or 'local'") from None
+    except OSError as exc:
+        raise UserError(f"--ray {address}: cannot reach the Ray head there ({exc.strerror or exc}); is "
+                        "`ray start --head` running on that box and the port open? (docs/scale.md)") from None
+
+
 def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: str,
                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Every item's outcome, in the order they finished; ``address`` "local" starts Ray on this box."""
@@ -79,6 +99,9 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
         import ray.data
     except ImportError as exc:
         raise UserError(f"batch --ray needs the ray extra ({exc.name} is missing): {INSTALL_HINT}") from None
+    check_reachable(address)
+    if address != "local" and ":" not in address:
+        address = f"{address}:{DEFAULT_PORT}"
     try:
         ray.init(address=None if address == "local" else address, logging_level=logging.WARNING,
                  log_to_driver=False, include_dashboard=False if address == "local" else None)

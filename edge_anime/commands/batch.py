@@ -61,6 +61,10 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     style = chosen_style(config, args.style)
+    if args.ray:
+        from ..batch.on_ray import check_reachable
+
+        check_reachable(args.ray)  # before any folder is made or file planned
     accept = InputFilter(config.watch, also=config.video.extensions)
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output
