@@ -38,6 +38,7 @@ import functools
 import logging
 import random
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -62,6 +63,7 @@ REPLICA_HEADER = b"x-edge-anime-replica"
 STYLE_FAILED = "edge-anime style unavailable: "  # marks the reason in Ray's deploy error (a traceback)
 STATUS_POLL_SECONDS = 2.0  # how often the replica count is read for the log and systemd's STATUS
 CONSTRUCTOR_RETRIES = 3  # replica starts that may fail in a row before the deploy is failed
+CONNECT_TIMEOUT_SECONDS = 5.0  # the head's port must accept a connection within this
 EXIT_CLUSTER_UNAVAILABLE = 75  # EX_TEMPFAIL: the cluster may be up later; systemd may restart us
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
@@ -202,6 +204,7 @@ def _connect(address: str) -> None:
     """The driver joins the cluster; an address with no cluster behind it is one line, not Ray's traceback."""
     import ray
 
+    _reachable(address)
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # its INFO lines say "will not be applied" of ours
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
@@ -209,6 +212,18 @@ def _connect(address: str) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ClusterUnavailable(f"--ray {address}: cannot join the Ray cluster: {exc}; start one with `ray "
                                  "start --head` or give its address (HOST:PORT of the head node)") from None
+
+
+def _reachable(address: str) -> None:
+    """A HOST:PORT that accepts no connection is said at once: ``ray.init`` retries it for minutes."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # "auto", a ray:// client address: Ray's own lookup and errors
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_SECONDS).close()
+    except OSError as exc:
+        raise ClusterUnavailable(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start "
+                                 "one with `ray start --head`, or give the HOST:PORT its head printed") from None
 
 
 def _start_serve(config: Config) -> bool:
@@ -271,11 +286,25 @@ def _deploy(config: Config) -> Future[None]:
 
 
 def _deploy_failure(exc: BaseException) -> UserError:
-    """Ray's deploy error as one line: the style's reason when a replica said it, else Ray's own words."""
-    text = str(exc)
+    """Ray's deploy error as one line: the style's reason when a replica said it (in the deployment's status
+    message, a replica's traceback), else Ray's own words."""
+    text = f"{exc}\n{_deployment_message()}"
     if STYLE_FAILED in text:
         return UserError(text.split(STYLE_FAILED, 1)[1].splitlines()[0].strip())
-    return UserError(f"the Ray Serve deployment failed: {text.strip().splitlines()[-1] if text.strip() else exc}")
+    said = str(exc).strip().splitlines()
+    return UserError(f"the Ray Serve deployment failed: {said[-1] if said else type(exc).__name__}")
+
+
+def _deployment_message() -> str:
+    """What Serve says of the deployment (the last replica failure), or "" when it cannot say."""
+    from ray import serve
+
+    try:
+        app = serve.status().applications.get(APP_NAME)
+        deployment = app.deployments.get(DEPLOYMENT_NAME) if app is not None else None
+        return deployment.message if deployment is not None else ""
+    except Exception:  # noqa: BLE001 - only a better message: the failure itself is already known
+        return ""
 
 
 class _Signals:
@@ -337,8 +366,8 @@ class _Session:
         """Until SIGTERM/SIGINT: 0; a first deploy that fails: its exit status, the reason on stderr."""
         if not is_loopback(self.config.http.host):
             log.warning("serving on %s, reachable from other machines", self.where)
-        log.info("deploying %s on the Ray cluster at %s: %s replicas, each compiles its style before it "
-                 "serves", APP_NAME, self.address, _wanted(self.config))
+        log.info("deploying %s on the Ray cluster at %s (replicas: %s); each replica compiles its style "
+                 "before it serves", APP_NAME, self.address, _wanted(self.config))
         self.deploying = _deploy(self.config)
         while not signals.stop:
             failure = self._deployed()
@@ -371,7 +400,11 @@ class _Session:
         return None
 
     def _say_replicas(self) -> None:
-        now = _replicas(self.config)
+        try:
+            now = _replicas(self.config)
+        except Exception as exc:  # noqa: BLE001 - the head unreachable for a moment: said, and read again later
+            log.warning("cannot read the replicas' state from Serve: %s", exc)
+            return
         if now == self.said:
             return
         log.info("serving %s on Ray: %s", self.where, now)
@@ -404,7 +437,8 @@ def _tear_down(owns_serve: bool) -> None:
     command started it and nothing else runs on it."""
     from ray import serve
 
-    with contextlib.suppress(Exception):  # already gone (a failed deploy removes nothing): nothing to delete
+    with contextlib.suppress(Exception):  # already gone, or the cluster is: nothing left to delete
         serve.delete(APP_NAME, _blocking=True)
-    if owns_serve and not serve.status().applications:
-        serve.shutdown()  # type: ignore[no-untyped-call] # Ray's own function, unannotated
+    with contextlib.suppress(Exception):  # the cluster gone: nothing left to shut down
+        if owns_serve and not serve.status().applications:
+            serve.shutdown()  # type: ignore[no-untyped-call] # Ray's own function, unannotated
