@@ -196,6 +196,16 @@ def test_a_bad_config_exits_78_before_the_cluster_is_touched(tmp_path: Path) -> 
     assert "ray.serve.num_replicas" in done.stderr, done.stderr
 
 
+@NEEDS_RAY
+def test_no_cluster_at_the_address_exits_75_at_once(tmp_path: Path) -> None:
+    """Said in one line within seconds (ray.init alone would retry for minutes); 75: it may be up later."""
+    config = _bundled_config(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "edge_anime", "serve", "--ray", f"127.0.0.1:{free_port()}",
+                           "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 75, done.stderr
+    assert "no Ray cluster answers there" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 def test_without_ray_the_error_names_the_extra(tmp_path: Path) -> None:
     """ray hidden from the import system, as in a base install: one line naming the pip install, exit 78."""
     pytest.importorskip("starlette")
