@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str, str]] = {
     "batch": ("edge_anime.commands.batch", "add_arguments", "run",
               "stylize a backlog exactly once, here or on a Ray cluster (--ray; needs the ray extra)"),
     "serve": ("edge_anime.commands.serve", "add_arguments", "run",
-              "serve the HTTP API and the upload page (needs the http extra)"),
+              "serve the HTTP API and the upload page (needs the http extra; --ray: on a Ray cluster)"),
     "bench": ("edge_anime.commands.bench", "add_arguments", "run", "measure the whole pipeline on real image files"),
     "tune": ("edge_anime.commands.tune", "add_arguments", "run",
              "sweep device settings on this box and write the winning config"),

@@ -31,9 +31,6 @@ from conftest import synthetic_photo
 
 NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None or importlib.util.find_spec("starlette") is None,
                                reason="needs the ray and http extras: pip install 'edge-anime[ray,http]'")
-# Token auth off for this cluster and its clients: a token in ~/.ray/auth_token (any earlier local `ray.init()`
-# writes one) turns it on for `ray start`, and then every client here would be refused.
-NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                "RAY_health_check_initial_delay_ms": "1000"}
 READY_DEADLINE_S = 150.0  # the deploy: two replicas each compiling the style, on two shared cores
@@ -109,12 +106,12 @@ def served(tmp_path_factory: pytest.TempPathFactory, random_ir: Path, ov_cache: 
         "service": {"drain_timeout_seconds": 5.0},
         "ray": {"serve": {"num_replicas": 2, "replica_cpus": 1}},
     }), encoding="utf-8")
-    with RayCluster(nodes_wanted=2, cpus=1, env={**NO_AUTH, **FAST_HEALTH}) as cluster:
+    with RayCluster(nodes_wanted=2, cpus=1, env=FAST_HEALTH) as cluster:
         log = folder / "serve.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--ray", cluster.address,
                                      "--config", str(config)], stdout=out, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **NO_AUTH})
+                                    env=cluster.client_env())  # the cluster's own token, as a user's box would
         server = RayServe(proc, log, f"http://127.0.0.1:{port}", cluster)
         try:
             server.wait_until_said("2 of 2 replicas running", READY_DEADLINE_S)

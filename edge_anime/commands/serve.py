@@ -92,9 +92,10 @@ def _run_on_ray(config: Config, args: argparse.Namespace) -> int:
         raise UserError(f"serve needs the http extra ({exc.name} is missing): {INSTALL_HINT}") from None
     from ..http.on_ray import serve_on_ray
     from ..logs import setup_logging
+    from ..service.notify import Notifier
 
     setup_logging(log_format=config.service.log_format, level=config.service.log_level)
-    return serve_on_ray(config, address=args.ray, reload=lambda: _load(args))
+    return serve_on_ray(config, address=args.ray, reload=lambda: _load(args), notify=Notifier().send)
 
 
 def _load(args: argparse.Namespace) -> Config:

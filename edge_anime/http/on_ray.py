@@ -52,7 +52,8 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ..service.notify import Notifier
+# systemd's notify (READY=1, STATUS=...): the command passes its Notifier's send, so this layer needs no service.
+Notify = Callable[..., object]
 
 log = logging.getLogger("edge_anime.http")
 
@@ -329,23 +330,21 @@ class _Signals:
         self.wake.set()
 
 
-def serve_on_ray(config: Config, *, address: str, reload: Callable[[], Config]) -> int:
+def serve_on_ray(config: Config, *, address: str, reload: Callable[[], Config], notify: Notify) -> int:
     """Deploy the app on the Ray cluster at ``address`` and keep it until SIGTERM/SIGINT; the exit status.
-    ``reload`` reads the config again (SIGHUP)."""
+    ``reload`` reads the config again (SIGHUP); ``notify`` tells systemd (READY once every replica serves)."""
     try:
         import ray
         from ray import serve  # noqa: F401 - here, so a missing Serve is said before anything starts
     except ImportError as exc:
         raise UserError(f"serve --ray needs the ray extra ({exc.name} is missing): {RAY_INSTALL_HINT}") from None
-    from ..service.notify import Notifier
-
     _connect(address)
     signals = _Signals()
     signals.install()  # after ray.init: Ray's core worker sets a SIGTERM handler of its own that aborts
     try:
         owns_serve = _start_serve(config)
         try:
-            return _Session(config, address=address, reload=reload, notifier=Notifier()).run(signals)
+            return _Session(config, address=address, reload=reload, notify=notify).run(signals)
         finally:
             _tear_down(owns_serve)
     finally:
@@ -355,8 +354,8 @@ def serve_on_ray(config: Config, *, address: str, reload: Callable[[], Config]) 
 class _Session:
     """The driver's loop: the deploy (and redeploys) in a thread, the replica count said when it changes."""
 
-    def __init__(self, config: Config, *, address: str, reload: Callable[[], Config], notifier: Notifier) -> None:
-        self.config, self.address, self._reload, self.notifier = config, address, reload, notifier
+    def __init__(self, config: Config, *, address: str, reload: Callable[[], Config], notify: Notify) -> None:
+        self.config, self.address, self._reload, self.notify = config, address, reload, notify
         self.where = f"http://{config.http.host}:{config.http.port}/"
         self.deploying: Future[None] | None = None
         self.ready = False
@@ -409,7 +408,7 @@ class _Session:
             return
         log.info("serving %s on Ray: %s", self.where, now)
         first = {"READY": 1} if self.said is None else {}
-        self.notifier.send(**first, STATUS=f"serving {self.where} on Ray: {now}")
+        self.notify(**first, STATUS=f"serving {self.where} on Ray: {now}")
         self.said = now
 
     def _redeploy(self) -> None:
