@@ -74,6 +74,13 @@ def actor_environment() -> dict[str, Any] | None:
     return {"env_vars": {"GLIBC_TUNABLES": tunables}} if HUGE_PAGES_TUNABLE in tunables else None
 
 
+def last_line(exc: BaseException) -> str:
+    """The line of a Ray error that says what went wrong: Ray wraps the worker's traceback in its message,
+    and the cause is the last line of it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """Fail at once, naming the address, when nothing listens there: ``ray.init`` would retry for minutes
     with log lines about its GCS that do not say which command-line value was wrong."""
@@ -124,13 +131,19 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                enable_true_multi_threading=True))
         outcomes: dict[str, Outcome] = {}
-        for row in stylized.iter_rows():
-            outcome = Outcome.from_row(row)
-            if outcome.src in outcomes:  # a batch redone after its node was lost: the first report stands
-                continue
-            outcomes[outcome.src] = outcome
-            if on_outcome is not None:
-                on_outcome(outcome)
+        try:
+            for row in stylized.iter_rows():
+                outcome = Outcome.from_row(row)
+                if outcome.src in outcomes:  # a batch redone after its node was lost: the first report stands
+                    continue
+                outcomes[outcome.src] = outcome
+                if on_outcome is not None:
+                    on_outcome(outcome)
+        except Exception as exc:  # noqa: BLE001 - Ray's error types vary by release; every one ends the job
+            # An actor that cannot start (a style missing on one node) or the head lost: what finished is
+            # kept and counted, the rest is reported as unfinished, and a re-run picks it up.
+            log.error("batch: the Ray job broke off after %d of %d inputs: %s", len(outcomes), len(items),
+                      last_line(exc))
         return list(outcomes.values())
     finally:
         ray.shutdown()
