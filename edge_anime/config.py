@@ -171,8 +171,9 @@ class OutputSection(_Section):
     quality: int = Field(default=92, ge=1, le=100)
     name_template: str = "{stem}_{style}.{ext}"
     keep_exif: bool = True
-    keep_icc: bool = True
+    keep_icc: bool = True  # the output's sRGB profile (imaging.encoder: the pixels are always sRGB)
     strip_gps: bool = True
+    strip_maker_notes: bool = True  # the maker's private EXIF block: serial numbers, on phones places and faces
 
     @field_validator("name_template")
     @classmethod
@@ -221,7 +222,7 @@ class WatchSection(_Section):
     recursive: bool = False
     ignore_patterns: list[str] = Field(default_factory=lambda: [".*", "*.part", "*.tmp", "*.crdownload", "~$*"])
     extensions: list[str] = Field(
-        default_factory=lambda: ["jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff"]
+        default_factory=lambda: ["jpg", "jpeg", "png", "webp", "heic", "heif", "avif", "bmp", "tif", "tiff"]
     )
     after_success: Literal["move", "delete", "keep"] = "move"
     worker_id: str = "auto"  # auto = <hostname>-<pid>; a folder name in work/

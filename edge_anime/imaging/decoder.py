@@ -17,10 +17,17 @@ the one decode thread. Its scans are counted from the markers (``jpeg_scans``) a
 ``MAX_JPEG_SCANS`` are refused before decoding, as libjpeg-turbo's own guidance does (``TJPARAM_SCANLIMIT``,
 ``djpeg -maxscans``). ``decode_cost_mpx`` is the same header read turned into an estimate of the work, which
 the pipeline uses to put a heavy decode on a lane of its own.
+
+HEIC/HEIF (pillow-heif) and AVIF (Pillow's libavif) come through the same ``Image.open`` (``heif`` registers
+the HEIF opener on the first decode): their header gives the size before anything is decoded, libheif picks a
+multi-image file's primary picture, and a file whose coded picture is not the size its header signals is
+refused by libheif. Every picture leaves the decoder in sRGB (``colour``: an embedded ICC profile is converted
+by LittleCMS), and 16-bit values are rounded to 8 bits (``modes``).
 """
 from __future__ import annotations
 
 import io
+import logging
 import math
 import re
 import struct
@@ -35,17 +42,22 @@ from ..config import ImageSection
 from ..errors import InputError, TransientError
 from ..fsutil import TRANSIENT_ERRNOS
 from ..inputs import read_regular
-from . import turbo
+from . import heif, turbo
+from .colour import ProfileError, array_to_srgb, convertible, profile_after
 from .decoded import Decoded
 from .geometry import oriented_size
-from .modes import icc_is_rgb, to_rgb_alpha
+from .modes import load_sixteen_bit_rgb, to_rgb_alpha
 from .target import target_size
+
+log = logging.getLogger(__name__)
 
 # Formats tried by Image.open. A short list on purpose: Pillow can open EPS (runs Ghostscript), PSD, ICO and
 # dozens more, none of which a photo box needs, and each one is attack surface. Phone JPEGs that are
 # MPO files come in through the JPEG opener (it hands them to the MPO class: ``im.format == "MPO"``).
-ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "PPM")
-SUPPORTED_TEXT = "JPEG, PNG, WebP, BMP, TIFF, GIF or PPM"
+# HEIF (HEIC, an iPhone's photos) and AVIF are read by libheif and libavif (``heif``).
+ALLOWED_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "TIFF", "GIF", "PPM", "HEIF", "AVIF")
+SUPPORTED_TEXT = "JPEG, PNG, WebP, HEIC, AVIF, BMP, TIFF, GIF or PPM"
+CONTAINER_NAMES = {"HEIF": "HEIC/HEIF", "AVIF": "AVIF"}
 DRAFT_FORMATS = frozenset({"JPEG", "MPO"})
 # Decode at >= 2x the target so the final LANCZOS still does real anti-aliasing (Pillow's thumbnail uses 2 too).
 # Measured (2 shared vCPUs, best of 3-5, decode+plan): ../shared/photos at max_side 512 (31 JPEGs of
@@ -99,6 +111,12 @@ def _sync_pillow_limits(max_pixels: int) -> None:
         _synced_max_pixels = max_pixels
 
 
+def _open(data: bytes) -> ImageFile.ImageFile:
+    """The header of ``data`` read by the allowed formats' openers only (no pixel decoded yet)."""
+    heif.ensure_registered()
+    return Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
+
+
 def jpeg_scans(data: bytes, *, stop_after: int = MAX_JPEG_SCANS) -> int:
     """The scans (SOS markers) of the first picture in a JPEG's bytes, counted from its markers without
     decoding anything; counting stops at ``stop_after + 1``, so a scan bomb costs no more than a photo.
@@ -150,7 +168,7 @@ def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
     time (too many pixels or scans, not an image)."""
     _sync_pillow_limits(cfg.max_pixels)
     try:
-        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
+        with _open(data) as im:
             width, height = int(im.size[0]), int(im.size[1])
             if width * height > cfg.max_pixels:
                 return 0.0
@@ -226,6 +244,17 @@ def _turbo_pixels(im: ImageFile.ImageFile, data: bytes, request: tuple[int, int]
     return None if pixels is None else turbo.upright(pixels, orientation)
 
 
+def _turbo_to_srgb(pixels: np.ndarray, icc: bytes | None, *, label: str) -> tuple[np.ndarray, bytes | None]:
+    """A TurboJPEG-decoded RGB array in sRGB, as ``modes.to_rgb_alpha`` does for Pillow's pixels."""
+    if icc is None or not convertible(icc, "RGB"):
+        return pixels, None
+    try:
+        return array_to_srgb(pixels, icc)
+    except ProfileError as exc:
+        log.warning("%s: its colour profile cannot be used (%s); taken as sRGB", label, exc)
+        return pixels, None
+
+
 def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: bytes | None = None) -> Exception:
     """Map whatever opening or decoding raised to the error taxonomy, with a reason an operator reads."""
     label = str(path)
@@ -247,6 +276,14 @@ def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: byte
         except OSError:
             empty = False
         reason = "empty file (0 bytes)" if empty else f"not a {SUPPORTED_TEXT} image"
+        container = heif.container_format(data) if data is not None else None
+        if container == "HEIF" and not heif.ensure_registered():
+            reason = f"a HEIC/HEIF image, and this install cannot read HEIC ({heif.INSTALL_HINT})"
+        elif container == "AVIF" and not heif.avif_available():
+            reason = "an AVIF image, and this Pillow cannot read AVIF (Pillow >= 11.3 can)"
+        elif container is not None:
+            reason = (f"corrupt or truncated {CONTAINER_NAMES[container]} image (its container or its coded "
+                      "picture cannot be read)")
         return InputError(f"{label}: {reason}", stage="decode")
     if isinstance(exc, OSError) and exc.errno in TRANSIENT_ERRNOS:
         return TransientError(f"{label}: {exc.strerror or exc}", stage="read")
@@ -266,7 +303,7 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
     if data is None:
         data = read_regular(path)  # never a device or a FIFO (edge_anime.inputs says why)
     try:
-        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
+        with _open(data) as im:
             width, height = im.size
             if width * height > cfg.max_pixels:  # Pillow's check covers this; kept for a plain reason
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
@@ -282,23 +319,23 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
             pixels = _turbo_pixels(im, data, request, orientation) if scans <= TURBO_MAX_SCANS else None
             if pixels is not None:  # a JPEG's EXIF and ICC are in its header: Image.open has read them
                 exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
-                icc = im.info.get("icc_profile") or None
+                pixels, icc = _turbo_to_srgb(pixels, im.info.get("icc_profile") or None, label=str(path))
                 return Decoded(rgb=pixels, alpha=None, source_format=source_format, original_size=original,
-                               exif=exif, icc=icc if icc_is_rgb(icc) else None, path=path,
-                               restore_size=original)
+                               exif=exif, icc=icc, path=path, restore_size=original)
             if request is not None:
                 im.draft(im.mode, request)
-            im.load()
-            exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)  # a PNG's may follow its pixels
+            loaded = load_sixteen_bit_rgb(im, lambda: _open(data)) or im
+            loaded.load()
+            exif = _exif_to_copy(loaded, reset_orientation=cfg.apply_exif_orientation)  # a PNG's may follow pixels
             if orientation != 1:
-                ImageOps.exif_transpose(im, in_place=True)
+                ImageOps.exif_transpose(loaded, in_place=True)
             if source_format not in DRAFT_FORMATS:
                 # Only a JPEG can be drafted smaller, so elsewhere the loaded picture is the original size.
                 # Taken from the pixels, not the header: Pillow turns a TIFF upright while loading it (its
                 # Orientation tag is then gone), and a tag the header read missed must not make the plan
                 # resize a portrait picture to landscape.
-                original = im.size
-            rgb_image, alpha_image, icc = to_rgb_alpha(im, label=str(path))
+                original = loaded.size
+            rgb_image, alpha_image, icc = to_rgb_alpha(loaded, label=str(path))
     except (InputError, TransientError):
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS) as exc:
@@ -312,7 +349,8 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
 def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
     """What ``decode(path, cfg, data=data)`` returns, less the pixels, from the header alone (microseconds):
     the format, the upright size, and the EXIF and ICC profile the encoder copies, chosen by decode's rules
-    (Orientation reset when applied; an RGB profile only, none for CMYK, which decode converts to sRGB).
+    (Orientation reset when applied; the input's profile when it is sRGB, sRGB's when decode converts the
+    pixels to sRGB, none for CMYK or none embedded).
     Every guard a header can answer raises here what decode raises: a format outside the allow-list, over
     ``image.max_pixels``, a progressive JPEG of too many scans, not an image at all.
 
@@ -323,7 +361,7 @@ def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
     path = Path(path)
     _sync_pillow_limits(cfg.max_pixels)
     try:
-        with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
+        with _open(data) as im:
             width, height = im.size
             if width * height > cfg.max_pixels:
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
@@ -333,7 +371,7 @@ def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1
             exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
             icc = im.info.get("icc_profile") or None
-            kept_icc = icc if im.mode != "CMYK" and icc_is_rgb(icc) else None  # as modes.to_rgb_alpha
+            kept_icc = profile_after(icc, "L" if im.mode in ("L", "LA", "La") else "RGB")  # as modes.to_rgb_alpha
             source_format = im.format or "unknown"
     except (InputError, TransientError):
         raise

@@ -1,42 +1,104 @@
-"""Every Pillow colour mode the runtime accepts -> 8-bit RGB plus an optional 8-bit alpha.
+"""Every Pillow colour mode the runtime accepts -> 8-bit sRGB plus an optional 8-bit alpha.
 
 Pillow's own ``convert("L")`` clips 16-bit and 32-bit values to 255 (a 16-bit PNG turns almost white), so the
-high-precision modes are scaled here with integer shifts; CMYK goes through the embedded ICC profile when
-there is one, because the naive formula Pillow falls back to is noticeably off for press (SWOP) profiles.
+high-precision modes are scaled here, rounded to the nearest 8-bit level (``round(v / 257)``): dropping the
+low byte, as Pillow's 16-bit RGB readers do, darkens every value by half a level on average and bands smooth
+skies. A 16-bit RGB(A) PNG or TIFF, which Pillow can only load as 8 bits by dropping the low byte, is decoded
+twice by ``load_sixteen_bit_rgb`` (once per byte) and rounded from the whole value. CMYK goes through the
+embedded ICC profile when there is one, because the naive formula Pillow falls back to is noticeably off for
+press (SWOP) profiles; an RGB or grey profile goes through ``colour`` (sRGB before inference).
 """
 from __future__ import annotations
 
 import io
+import logging
+from collections.abc import Callable
 
 import numpy as np
-from PIL import Image, ImageCms
+from PIL import Image, ImageCms, ImageFile
 
 from ..errors import InputError
+from .colour import ProfileError, colour_space, convertible, srgb_icc, to_srgb
+
+log = logging.getLogger(__name__)
 
 _SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
 _ALPHA_MODES = frozenset({"RGBA", "RGBa", "LA", "La", "PA"})
 _PLAIN_TO_RGB = frozenset({"RGB", "L", "1", "RGBX", "YCbCr", "HSV"})
-ICC_COLOUR_SPACE_OFFSET = slice(16, 20)  # bytes 16-19 of an ICC header name its data colour space
+# A 16-bit RGB(A) raw mode -> the raw mode of the same layout that reads the other byte of each value.
+SIXTEEN_BIT_FORMATS = frozenset({"PNG", "TIFF"})
+_OTHER_BYTE = {"B": "L", "L": "B", "N": "B" if np.little_endian else "L"}
 
 
 def _srgb_profile() -> ImageCms.ImageCmsProfile:
-    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
+    return ImageCms.ImageCmsProfile(io.BytesIO(srgb_icc()))
 
 
 def icc_is_rgb(icc: bytes | None) -> bool:
     """True for a profile that may be attached to an RGB output (not CMYK, gray or Lab)."""
-    return icc is not None and len(icc) >= 20 and icc[ICC_COLOUR_SPACE_OFFSET] == b"RGB "
+    return colour_space(icc) == b"RGB "
+
+
+def round_sixteen_to_eight(values: np.ndarray) -> np.ndarray:
+    """0..65535 -> 0..255, to the nearest level (65535 / 257 = 255 exactly)."""
+    return ((values.astype(np.uint32) + 128) // 257).astype(np.uint8)
+
+
+def _rawmode(args: object) -> str | None:
+    raw = args if isinstance(args, str) else args[0] if isinstance(args, tuple) and args else None
+    return raw if isinstance(raw, str) else None
+
+
+def _other_byte_tiles(im: ImageFile.ImageFile) -> list[ImageFile._Tile] | None:
+    """``im``'s tiles reading the low byte where they read the high one, when every tile reads 16-bit RGB(A)
+    (``RGB;16B``, ``RGBA;16L``...); else None. Same codec, same bits per pixel, so PNG's filters and TIFF's
+    strips decode exactly as before."""
+    if im.mode not in ("RGB", "RGBA") or not im.tile:
+        return None
+    tiles = []
+    for tile in im.tile:
+        raw = _rawmode(tile.args)
+        if raw is None or raw not in (f"{im.mode};16B", f"{im.mode};16L", f"{im.mode};16N"):
+            return None
+        other = raw[:-1] + _OTHER_BYTE[raw[-1]]
+        args = other if isinstance(tile.args, str) or tile.args is None else (other, *tile.args[1:])
+        tiles.append(tile._replace(args=args))
+    return tiles
+
+
+def load_sixteen_bit_rgb(im: Image.Image, reopen: Callable[[], ImageFile.ImageFile]) -> Image.Image | None:
+    """A 16-bit RGB(A) PNG or TIFF loaded with every value rounded to 8 bits, or None when ``im`` is not one.
+    ``reopen`` opens the same bytes again, unloaded (``im`` may already be: a PNG's ``getexif`` loads it).
+
+    Why twice: Pillow has no 16-bit RGB mode, and its readers keep the high byte only. Its raw modes for the
+    two byte orders read the same layout, so decoding once with each gives both bytes of every value."""
+    if im.format not in SIXTEEN_BIT_FORMATS or im.mode not in ("RGB", "RGBA"):
+        return None
+    with reopen() as high:
+        other = _other_byte_tiles(high)
+        if other is None:
+            return None
+        high.load()
+        with reopen() as low:
+            low.tile = other
+            low.load()
+            if low.size != high.size or low.mode != high.mode:
+                return None  # not the same picture twice: keep the high bytes Pillow gives
+            value = (np.asarray(high).astype(np.uint16) << 8) | np.asarray(low)
+        rounded = Image.fromarray(round_sixteen_to_eight(value), high.mode)
+        rounded.info = dict(high.info)
+    return rounded
 
 
 def _high_bit_depth_to_l(im: Image.Image) -> Image.Image:
     """16/32-bit integer and float grayscale -> 8-bit L, scaled (never clipped at 255)."""
     arr = np.asarray(im)
     if im.mode in _SIXTEEN_BIT_MODES:
-        eight = (arr.astype(np.uint16) >> 8).astype(np.uint8)  # the high byte, as libpng's strip_16
+        eight = round_sixteen_to_eight(arr)
     elif im.mode == "I":
         # 32-bit int: 16-bit PNG/TIFF data arrive as I in some Pillow paths; 0..255 data stay as they are.
         if int(arr.max(initial=0)) > 255:
-            eight = (np.clip(arr, 0, 65535) >> 8).astype(np.uint8)
+            eight = round_sixteen_to_eight(np.clip(arr, 0, 65535))
         else:
             eight = np.clip(arr, 0, 255).astype(np.uint8)
     else:  # "F": float TIFFs are 0..1 by convention; anything brighter is taken as 0..255
@@ -46,7 +108,7 @@ def _high_bit_depth_to_l(im: Image.Image) -> Image.Image:
 
 
 def _cmyk_to_rgb(im: Image.Image, icc: bytes | None) -> Image.Image:
-    if icc is not None and len(icc) >= 20 and icc[ICC_COLOUR_SPACE_OFFSET] == b"CMYK":
+    if icc is not None and colour_space(icc) == b"CMYK":
         try:
             source = ImageCms.ImageCmsProfile(io.BytesIO(icc))
             converted = ImageCms.profileToProfile(im, source, _srgb_profile(), outputMode="RGB")
@@ -57,10 +119,23 @@ def _cmyk_to_rgb(im: Image.Image, icc: bytes | None) -> Image.Image:
     return im.convert("RGB")
 
 
-def to_rgb_alpha(im: Image.Image, *, label: str) -> tuple[Image.Image, Image.Image | None, bytes | None]:
-    """A loaded image -> (RGB image, L alpha or None, ICC profile to keep or None).
+def _managed(colour: Image.Image, icc: bytes | None, label: str) -> tuple[Image.Image, bytes | None]:
+    """``colour`` (RGB or L) in sRGB RGB, with the profile that now describes it (None: none was embedded,
+    sRGB by convention). A profile that cannot be used is logged and the pixels are taken as sRGB."""
+    if icc is not None and convertible(icc, colour.mode):
+        try:
+            return to_srgb(colour, icc)
+        except ProfileError as exc:
+            log.warning("%s: its colour profile cannot be used (%s); taken as sRGB", label, exc)
+    return (colour if colour.mode == "RGB" else colour.convert("RGB")), None
 
-    Alpha that is fully opaque is dropped: it would cost a resize and an RGBA output for nothing.
+
+def to_rgb_alpha(im: Image.Image, *, label: str) -> tuple[Image.Image, Image.Image | None, bytes | None]:
+    """A loaded image -> (sRGB RGB image, L alpha or None, the ICC profile describing the RGB now or None).
+
+    The returned profile is the input's own when it was sRGB already, sRGB's after a conversion (``colour``),
+    None when the input had none (or a CMYK one: converted to sRGB here). Alpha that is fully opaque is
+    dropped: it would cost a resize and an RGBA output for nothing.
     """
     icc = im.info.get("icc_profile") or None
     mode = im.mode
@@ -72,12 +147,17 @@ def to_rgb_alpha(im: Image.Image, *, label: str) -> tuple[Image.Image, Image.Ima
         im, mode = im.convert("RGBA"), "RGBA"
     elif mode == "P":
         im, mode = im.convert("RGB"), "RGB"
+    alpha: Image.Image | None = None
     if mode in _ALPHA_MODES:
         rgba = im if mode == "RGBA" else im.convert("RGBA")
         alpha = rgba.getchannel("A")
         lowest = alpha.getextrema()[0]  # one band: (min, max) of ints
-        opaque = isinstance(lowest, (int, float)) and lowest >= 255
-        return rgba.convert("RGB"), (None if opaque else alpha), (icc if icc_is_rgb(icc) else None)
-    if mode in _PLAIN_TO_RGB:
-        return (im if mode == "RGB" else im.convert("RGB")), None, (icc if icc_is_rgb(icc) else None)
-    raise InputError(f"{label}: unsupported colour mode {mode!r}", stage="decode")
+        if isinstance(lowest, (int, float)) and lowest >= 255:
+            alpha = None
+        colour = rgba.convert("L" if mode in ("LA", "La") else "RGB")  # grey stays grey for a grey profile
+    elif mode in _PLAIN_TO_RGB:
+        colour = im if mode in ("RGB", "L") else im.convert("RGB")
+    else:
+        raise InputError(f"{label}: unsupported colour mode {mode!r}", stage="decode")
+    rgb, kept = _managed(colour, icc, label)
+    return rgb, alpha, kept
