@@ -84,7 +84,8 @@ TURBO_MAX_SCANS = 2 * TYPICAL_JPEG_SCANS  # more: decoded by Pillow alone (see d
 # progressive JPEG of 100 scans or a large PNG/TIFF (seconds) goes to the heavy one.
 HEAVY_DECODE_MPX = 16.0
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
-CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError)
+# RuntimeError: what Pillow's AVIF plugin raises for a damaged file ("Missing or empty image item").
+CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError, RuntimeError)
 
 
 _limits_lock = threading.Lock()
