@@ -84,7 +84,11 @@ def prepare(folder: Path, copies: int, max_side: int) -> tuple[Path, Path]:
     inbox.mkdir(parents=True)
     for path in sorted(PHOTOS_DIR.glob("*.jpg")):
         for copy in range(copies):
-            os.symlink(path, inbox / f"{path.stem}-{copy}.jpg")
+            target = inbox / f"{path.stem}-{copy}.jpg"
+            try:  # a hard link: a symlink resolves to the one photo, and an input is taken once per real file
+                os.link(path, target)
+            except OSError:
+                shutil.copyfile(path, target)
     config = folder / "config.yaml"
     config.write_text(yaml.safe_dump({"device": {"cache_dir": str(RESULTS_DIR / "ovcache")},
                                       "image": {"resize": "max_side", "max_side": max_side}}), encoding="utf-8")
