@@ -23,6 +23,11 @@ from edge_anime.fsutil import TEMP_PREFIX
 STYLE = "randgen"  # the random IR's manifest name
 
 
+def _finished(folder: Path) -> list[Path]:
+    """The outputs renamed into place (pathlib's glob matches the hidden temp files too)."""
+    return [p for p in folder.glob(f"*_{STYLE}.jpg") if not p.name.startswith(TEMP_PREFIX)] if folder.exists() else []
+
+
 def _outputs(folder: Path) -> dict[str, float]:
     """Name (relative) -> mtime of every file under ``folder``, hidden temp files included."""
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
@@ -114,8 +119,7 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            done = [p for p in out.glob(f"*_{STYLE}.jpg")] if out.exists() else []
-            if len(done) >= 3:
+            if len(_finished(out)) >= 3:
                 break
             time.sleep(0.02)
         assert proc.poll() is None, f"finished before it could be killed: {proc.communicate()}"
@@ -124,7 +128,7 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
     finally:
         if proc.poll() is None:
             proc.kill()
-    finished_before = len(list(out.glob(f"*_{STYLE}.jpg")))
+    finished_before = len(_finished(out))
     assert 3 <= finished_before < count
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)

@@ -57,7 +57,8 @@ def test_batch_on_two_nodes_survives_a_lost_node_exactly_once(
         try:
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline and proc.poll() is None:
-                done = list(out.glob(f"*_{STYLE}.jpg")) if out.exists() else []
+                done = [p for p in out.glob(f"*_{STYLE}.jpg") if not p.name.startswith(TEMP_PREFIX)] \
+                    if out.exists() else []
                 if len(done) >= 2 and _has_map_worker(cluster, 1):
                     break
                 time.sleep(0.05)
