@@ -10,6 +10,9 @@ import logging
 import random
 import re
 import struct
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +41,7 @@ FORMATS = {"heic": "HEIF", "avif": "AVIF"}
 @pytest.fixture(autouse=True, scope="module")
 def _readers() -> None:
     if not heif.ensure_registered():
-        pytest.skip("pillow-heif is not installed (it is in the base install: pip install -e .)")
+        pytest.skip("no libheif wheel is installed (pi-heif is in the base install: pip install -e .)")
     if not heif.avif_available():
         pytest.skip("this Pillow has no AVIF (>= 11.3 has)")
 
@@ -229,6 +232,38 @@ def test_format_same_keeps_heic_and_avif_where_they_can_be_written(src: str, out
     assert heif.writable(fmt)  # pillow-heif's wheel has x265, Pillow's has an AV1 encoder
     assert image_extension(OutputSection(format="same"), Path(src)) == out_ext
     assert image_extension(OutputSection(format="jpeg"), Path(src)) == "jpg"
+
+
+def test_the_base_install_reads_heic_with_pi_heif_and_writes_jpeg_for_same(tmp_path: Path) -> None:
+    """The base install has pi-heif only (decode, LGPL): with pillow-heif hidden from import, in a process of its
+    own, a HEIC turned 6 (made here by pillow-heif) decodes upright through pi-heif, and ``format: same`` gives
+    JPEG because nothing can write HEIC."""
+    pytest.importorskip("pi_heif", reason="pi-heif is in the base install: pip install -e .")
+    stored = _marked()
+    path = tmp_path / "turned.heic"
+    path.write_bytes(_encoded(stored, "heic", exif=_exif(6).tobytes(), quality=95))
+    np.save(tmp_path / "expected.npy", np.asarray(stored.transpose(Image.Transpose.ROTATE_270)))
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["pillow_heif"] = None  # an install without the heic-out extra
+        from pathlib import Path
+        import numpy as np
+        from edge_anime.config import ImageSection, OutputSection
+        from edge_anime.imaging import heif
+        from edge_anime.imaging.decoder import decode
+        from edge_anime.imaging.encoder import image_extension
+        decoded = decode(Path({str(path)!r}), ImageSection(resize="keep"))
+        expected = np.load({str(tmp_path / "expected.npy")!r})
+        mse = float(np.mean((decoded.rgb.astype(float) - expected.astype(float)) ** 2))
+        print(decoded.source_format, decoded.rgb.shape == expected.shape, round(10 * np.log10(255**2 / max(mse, 1e-9))),
+              heif.writable("HEIF"), image_extension(OutputSection(format="same"), Path("a.heic")),
+              type(decoded.rgb).__name__, "pi_heif" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    fmt, same_shape, psnr, writable, same_ext, _kind, used_pi_heif = done.stdout.split()
+    assert (fmt, same_shape, writable, same_ext, used_pi_heif) == ("HEIF", "True", "False", "jpg", "True")
+    assert int(psnr) > 30
 
 
 def test_format_same_falls_back_to_jpeg_once_in_the_log(monkeypatch: pytest.MonkeyPatch,

@@ -1,50 +1,57 @@
 """HEIC/HEIF and AVIF: which library reads and writes them, registered once, and what their bytes say they are.
 
-HEIC (an iPhone's default) is read through pillow-heif, which bundles libheif and libde265 and registers a
-``HEIF`` opener with Pillow; AVIF through Pillow's own plugin (libavif, in Pillow's wheel since 11.3). Both then
-go through the decoder's one ``Image.open``, so the allow-list, the pixel guard from the header and every
-bad-input rule apply to them as to a JPEG. pillow-heif is registered on the first decode, not at import: a
-module import must not change Pillow's process-wide registry (``--help`` and the config check stay
-side-effect free), and a box without the wheel still runs every other format.
+HEIC (an iPhone's default) is read through libheif and libde265, which register a ``HEIF`` opener with Pillow;
+AVIF through Pillow's own plugin (libavif, in Pillow's wheel since 11.3). Both then go through the decoder's one
+``Image.open``, so the allow-list, the pixel guard from the header and every bad-input rule apply to them as to a
+JPEG. Two wheels carry libheif, with the same API (``HEIF_MODULES``): pillow-heif, which also bundles the x265
+encoder (26 MB installed, its binary wheels GPLv2) and so writes HEIC too, is taken when installed (the
+``heic-out`` extra); else pi-heif, the base install's, which only decodes (4 MB, LGPLv3): a box then reads
+HEIC and writes JPEG for ``output.format: same``. The opener is registered on the first decode, not at import:
+a module import must not change Pillow's process-wide registry (``--help`` and the config check stay
+side-effect free), and a box without either wheel still runs every other format.
 
-pillow-heif is registered without thumbnails, depth maps and auxiliary images: a photo box decodes the primary
+The opener is registered without thumbnails, depth maps and auxiliary images: a photo box decodes the primary
 picture only (libheif picks the primary of a multi-image file), so each of those is attack surface and work
 for nothing. libheif applies the container's own rotation and mirror (``irot``/``imir``) while decoding and
-pillow-heif resets the EXIF Orientation to 1, so a HEIC is upright straight out of ``load()``.
+the wheel resets the EXIF Orientation to 1, so a HEIC is upright straight out of ``load()``.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import threading
 
 from PIL import Image, features
 
 _register_lock = threading.Lock()
-_registered: bool | None = None  # None: not tried yet; False: pillow-heif is not installed
+_registered: bool | None = None  # None: not tried yet; False: neither wheel is installed
+HEIF_MODULES = ("pillow_heif", "pi_heif")  # the first installed wins: pillow-heif also encodes
 # ISO BMFF brands of the ``ftyp`` box (bytes 8-11 and the compatible brands after them): what a file is by its
 # bytes, so a truncated HEIC is called a damaged HEIC, not "not a JPEG, PNG, ..." (Pillow loses the reason).
 HEIF_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"})
 AVIF_BRANDS = frozenset({b"avif", b"avis"})
 FTYP_SCAN_BYTES = 64  # the ftyp box of a still image lists a handful of brands; more is not a photo's header
-INSTALL_HINT = "pip install pillow-heif"
+INSTALL_HINT = "pip install pi-heif"
 
 
 def ensure_registered() -> bool:
-    """Register pillow-heif's HEIF opener with Pillow once per process (under a lock: decode threads race);
+    """Register a libheif wheel's HEIF opener with Pillow once per process (under a lock: decode threads race);
     True when HEIC can be read here."""
     global _registered
     if _registered is not None:
         return _registered
     with _register_lock:
         if _registered is None:
-            try:
-                import pillow_heif
-            except ImportError:
-                _registered = False
-            else:
-                pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
+            _registered = False
+            for name in HEIF_MODULES:
+                try:
+                    module = importlib.import_module(name)
+                except ImportError:
+                    continue
+                module.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False)
                 _registered = True
+                break
     return _registered
 
 
@@ -70,7 +77,7 @@ def container_format(data: bytes) -> str | None:
 
 @functools.lru_cache(maxsize=4)
 def writable(pil_format: str) -> bool:
-    """Whether this install can encode ``pil_format`` (``HEIF``: pillow-heif with an HEVC encoder; ``AVIF``:
+    """Whether this install can encode ``pil_format`` (``HEIF``: pillow-heif, whose wheel has an HEVC encoder; ``AVIF``:
     Pillow's libavif with an AV1 encoder). Found by encoding an 8 x 8 picture once: a wheel may read a format
     and still lack its encoder, and only trying says so for certain."""
     if pil_format == "HEIF" and not ensure_registered():
