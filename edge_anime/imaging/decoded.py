@@ -26,7 +26,7 @@ class Decoded:
     source_format: str               # Pillow's format name: "JPEG", "PNG", ...
     original_size: tuple[int, int]   # (W, H) after orientation, before plan()
     exif: bytes | None               # raw EXIF to copy (orientation reset; GPS stripped at encode per config)
-    icc: bytes | None                # an RGB ICC profile (None when the input's was CMYK/gray and got converted)
+    icc: bytes | None                # the profile describing rgb: sRGB, the input's own or LittleCMS's (colour.py)
     path: Path | None = None         # the input file, for error messages
     restore_size: tuple[int, int] | None = None  # (W, H) that upscale_to_original returns to (set by plan)
     full: Any = None                 # imaging.fullres.FullPlan when resize: full (set by plan)
