@@ -156,3 +156,17 @@ def test_unreachable_ray_head_is_named_at_once(tmp_path: Path, write_config: Cal
     assert status == EXIT_CONFIG
     assert f"--ray 127.0.0.1:{port}: cannot reach the Ray head there" in capsys.readouterr().err
     assert time.monotonic() - started < 30 and not out.exists()
+
+
+def test_an_actor_runs_the_engine_within_its_reserved_cpus(write_config: Callable[..., Path]) -> None:
+    """Ray's CPU reservation is bookkeeping: an actor of 1 CPU on a 2-core box gets 1 inference thread (else two
+    such actors run four streams on two cores); an actor holding the whole box, or a config that set the
+    threads itself, keeps what the config says."""
+    from edge_anime.batch.on_ray import within_reservation
+    from edge_anime.config import load_config
+
+    config = load_config(write_config())
+    assert within_reservation(config, 1, host_cpus=2).device.inference_num_threads == 1
+    assert within_reservation(config, 2, host_cpus=2) is config
+    pinned = load_config(write_config({"device": {"inference_num_threads": 2}}, name="pinned.yaml"))
+    assert within_reservation(pinned, 1, host_cpus=2) is pinned

@@ -40,17 +40,31 @@ CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed acr
 class StylizeActor:
     """One per node by default: holds a Stylizer for the whole job (Ray Data builds it once per actor)."""
 
-    def __init__(self, config: Config, style: str) -> None:
+    def __init__(self, config: Config, style: str, cpus: float) -> None:
         from ..stylizer import Stylizer
 
         self.style = style
-        self.stylizer: Stylizer = Stylizer(config)
+        self.stylizer: Stylizer = Stylizer(within_reservation(config, cpus))
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
         items = [Item(str(src), str(dst), bool(clip)) for src, dst, clip in
                  zip(batch["src"], batch["dst"], batch["clip"])]
         rows = [outcome.row() for outcome in stylize_items(self.stylizer, items, style=self.style)]
         return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
+
+
+def within_reservation(config: Config, cpus: float, host_cpus: int | None = None) -> Config:
+    """``config`` with the engine's threads bounded by the CPUs Ray reserved for the actor, when the config
+    leaves them to the plugin (``device.inference_num_threads: auto``) and the reservation is less than the
+    host's cores. Ray's reservation is bookkeeping, OpenVINO sees every core: two actors of one CPU on a 2-core
+    node (or two nodes on one box) would each run the plugin's two streams on both cores, four streams fighting
+    over two. An actor that holds its whole node (the default) keeps the plugin's own choice."""
+    host = host_cpus if host_cpus is not None else (os.cpu_count() or 1)
+    threads = max(1, int(cpus))
+    if config.device.inference_num_threads != "auto" or threads >= host:
+        return config
+    device = config.device.model_copy(update={"inference_num_threads": threads})
+    return config.model_copy(update={"device": device})
 
 
 def pool_size(config: Config, nodes: Sequence[dict[str, Any]]) -> tuple[int, float]:
@@ -125,8 +139,8 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
         dataset = ray.data.from_items([item.row() for item in items],
                                       override_num_blocks=max(1, math.ceil(len(items) / batch_size)))
         stylized = dataset.map_batches(
-            StylizeActor, fn_constructor_kwargs={"config": config, "style": style}, batch_size=batch_size,
-            batch_format="numpy", num_cpus=actor_cpus, runtime_env=actor_environment(),
+            StylizeActor, fn_constructor_kwargs={"config": config, "style": style, "cpus": actor_cpus},
+            batch_size=batch_size, batch_format="numpy", num_cpus=actor_cpus, runtime_env=actor_environment(),
             compute=ray.data.ActorPoolStrategy(min_size=1, max_size=actors, initial_size=actors,
                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                enable_true_multi_threading=True))
