@@ -18,8 +18,9 @@ the one decode thread. Its scans are counted from the markers (``jpeg_scans``) a
 ``djpeg -maxscans``). ``decode_cost_mpx`` is the same header read turned into an estimate of the work, which
 the pipeline uses to put a heavy decode on a lane of its own.
 
-HEIC/HEIF (libheif: pi-heif, or pillow-heif where installed) and AVIF (Pillow's libavif) come through the same ``Image.open`` (``heif`` registers
-the HEIF opener on the first decode): their header gives the size before anything is decoded, libheif picks a
+HEIC/HEIF (libheif: pi-heif, or pillow-heif where installed) and AVIF (Pillow's libavif) come through the
+same ``Image.open`` (``heif`` registers the HEIF opener on the first decode): their header gives the size
+before anything is decoded, libheif picks a
 multi-image file's primary picture, and a file whose coded picture is not the size its header signals is
 refused by libheif. Every picture leaves the decoder in sRGB (``colour``: an embedded ICC profile is converted
 by LittleCMS), and 16-bit values are rounded to 8 bits (``modes``).
