@@ -234,7 +234,8 @@ def test_the_decoders_words_by_the_errors_type(serve_here: Callable[..., Here]) 
     decoder's own message, told apart by nothing but the message the decoder wrote."""
     server = serve_here()
     status, _, body = server.request("/v1/stylize", data=b"not a picture at all", content_type="image/jpeg")
-    assert status == 422 and _json(body)["detail"] == "<image>: not a JPEG, PNG, WebP, BMP, TIFF, GIF or PPM image"
+    assert status == 422
+    assert _json(body)["detail"] == "<image>: not a JPEG, PNG, WebP, HEIC, AVIF, BMP, TIFF, GIF or PPM image"
     status, _, body = server.request("/v1/stylize", data=b"", content_type="image/jpeg")
     assert status == 422 and _json(body)["detail"] == "<image>: empty file (0 bytes)"
 
@@ -338,7 +339,7 @@ def test_a_format_outside_the_allow_list_is_refused_as_the_file_path_refuses_it(
     (tmp_path / name).write_bytes(_tiny(fmt))
     [result] = stylizer.run_jobs([Job(src=tmp_path / name, dst=tmp_path / "out.jpg")])
     said = str(result.error)
-    assert said == f"{tmp_path / name}: not a JPEG, PNG, WebP, BMP, TIFF, GIF or PPM image", said
+    assert said == f"{tmp_path / name}: not a JPEG, PNG, WebP, HEIC, AVIF, BMP, TIFF, GIF or PPM image", said
     server = serve_here()
     body, kind = _multipart(_tiny(fmt), name)
     status, _, answer = server.request("/v1/stylize", data=body, content_type=kind)
@@ -356,7 +357,8 @@ def test_the_uploads_file_name_travels_into_the_error(serve_here: Callable[..., 
         body, kind = _multipart(b"not a photo", filename)
         status, _, answer = server.request("/v1/stylize", data=body, content_type=kind)
         assert status == 422, answer
-        assert _json(answer)["detail"] == f"{named}: not a JPEG, PNG, WebP, BMP, TIFF, GIF or PPM image", filename
+        assert _json(answer)["detail"] == f"{named}: not a JPEG, PNG, WebP, HEIC, AVIF, BMP, TIFF, GIF or PPM image", \
+            filename
 
 
 def test_the_curl_line_of_the_docs_works(serve_here: Callable[..., Here], tmp_path: Path) -> None:
