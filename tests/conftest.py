@@ -240,3 +240,35 @@ def run_pipeline(engine: Any, config: Any, jobs: Iterable[Any], *, deadline_s: f
             pipeline.submit(job)
         assert pipeline.drain(deadline_s), f"the pipeline did not drain within {deadline_s} s"
     return [results[id(job)] for job in jobs]
+
+
+def decode_damaged(originals: dict[str, bytes], folder: Path, *, seed: int, count: int,
+                   max_flips: int) -> dict[str, int]:
+    """Seeded byte flips (and a cut in 3 of 10) of ``originals`` (extension -> file bytes), each decoded and
+    planned as the pipeline would at 64 px: {"ok": n, "refused": n}. Anything but an InputError naming the
+    file is raised (the watch folder would report it as a bug); a hang is the calling test's timeout."""
+    import random
+
+    from edge_anime.config import ImageSection
+    from edge_anime.errors import InputError
+    from edge_anime.imaging import decode, plan
+
+    rng = random.Random(seed)
+    cfg = ImageSection(resize="max_side", max_side=64)
+    outcomes = {"ok": 0, "refused": 0}
+    for i in range(count):
+        ext = rng.choice(sorted(originals))
+        data = bytearray(originals[ext])
+        for _ in range(rng.randint(1, max_flips)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: rng.randrange(len(data))]
+        path = folder / f"damaged_{i}.{ext}"
+        path.write_bytes(bytes(data))
+        try:
+            plan(decode(path, cfg), cfg, multiple=8)
+            outcomes["ok"] += 1
+        except InputError as exc:
+            assert str(path) in str(exc)
+            outcomes["refused"] += 1
+    return outcomes

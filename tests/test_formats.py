@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import logging
-import random
 import re
 import struct
 import subprocess
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from conftest import REPO_ROOT, synthetic_photo
+from conftest import REPO_ROOT, decode_damaged, synthetic_photo
 from edge_anime import Stylizer
 from edge_anime.cli import main
 from edge_anime.config import ImageSection, OutputSection, WatchSection, load_config
@@ -191,25 +190,8 @@ def test_garbage_with_a_heic_or_avif_name(tmp_path: Path, name: str) -> None:
 def test_damaged_heic_and_avif_give_a_picture_or_an_input_error(tmp_path: Path) -> None:
     """Seeded byte flips and cuts: decode + plan works or raises InputError naming the file, never anything
     else (which the watch folder would report as a bug) and never a hang (the test's timeout)."""
-    rng = random.Random(32)
     originals = {ext: _encoded(synthetic_photo(80, 60), ext) for ext in FORMATS}
-    cfg = ImageSection(resize="max_side", max_side=64)
-    outcomes = {"ok": 0, "refused": 0}
-    for i in range(80):
-        ext = rng.choice(sorted(originals))
-        data = bytearray(originals[ext])
-        for _ in range(rng.randint(1, 6)):
-            data[rng.randrange(len(data))] = rng.randrange(256)
-        if rng.random() < 0.3:
-            data = data[: rng.randrange(len(data))]
-        path = tmp_path / f"damaged_{i}.{ext}"
-        path.write_bytes(bytes(data))
-        try:
-            plan(decode(path, cfg), cfg, multiple=8)
-            outcomes["ok"] += 1
-        except InputError as exc:
-            assert str(path) in str(exc)
-            outcomes["refused"] += 1
+    outcomes = decode_damaged(originals, tmp_path, seed=32, count=80, max_flips=6)
     assert outcomes["ok"] > 0 and outcomes["refused"] > 0
 
 

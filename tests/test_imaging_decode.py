@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageCms, ImageOps
 
-from conftest import REPO_ROOT, png_chunk, synthetic_photo
+from conftest import REPO_ROOT, decode_damaged, png_chunk, synthetic_photo
 from edge_anime.config import ImageSection
 from edge_anime.errors import InputError
 from edge_anime.imaging import decode, plan
@@ -297,32 +297,13 @@ def test_dct_scaling_with_exif_rotation(tmp_path: Path) -> None:
 def test_damaged_files_give_a_picture_or_an_input_error(tmp_path: Path) -> None:
     """Seeded byte flips and cuts in every accepted format: decode+plan either works or raises InputError,
     never another exception (which the watch folder would report as a bug)."""
-    import random
-
-    rng = random.Random(7)
-    cfg = ImageSection(resize="max_side", max_side=64)
     originals = {}
     for fmt, ext in [("JPEG", "jpg"), ("PNG", "png"), ("WEBP", "webp"), ("GIF", "gif"), ("TIFF", "tif"),
                      ("BMP", "bmp")]:
         buffer = io.BytesIO()
         synthetic_photo(80, 60).save(buffer, fmt)
         originals[ext] = buffer.getvalue()
-    outcomes = {"ok": 0, "refused": 0}
-    for i in range(150):
-        ext = rng.choice(sorted(originals))
-        data = bytearray(originals[ext])
-        for _ in range(rng.randint(1, 8)):
-            data[rng.randrange(len(data))] = rng.randrange(256)
-        if rng.random() < 0.3:
-            data = data[: rng.randrange(len(data))]
-        path = tmp_path / f"damaged_{i}.{ext}"
-        path.write_bytes(bytes(data))
-        try:
-            plan(decode(path, cfg), cfg, multiple=8)
-            outcomes["ok"] += 1
-        except InputError as exc:
-            assert str(path) in str(exc)
-            outcomes["refused"] += 1
+    outcomes = decode_damaged(originals, tmp_path, seed=7, count=150, max_flips=8)
     assert outcomes["ok"] > 0 and outcomes["refused"] > 0
 
 
