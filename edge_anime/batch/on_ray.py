@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-import socket
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import UserError
+from ..rayaddress import DEFAULT_PORT, unreachable
 from ..runtime.host import HUGE_PAGES_TUNABLE
 from .plan import Item
 from .work import Outcome, stylize_items
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 INSTALL_HINT = "pip install 'edge-anime[ray]'"
-DEFAULT_PORT = 6379  # `ray start --head`'s own default
-CONNECT_TIMEOUT_S = 5.0
 CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed across a batch's end
 
 
@@ -95,21 +93,16 @@ def last_line(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """Fail at once, naming the address, when nothing listens there: ``ray.init`` would retry for minutes
-    with log lines about its GCS that do not say which command-line value was wrong."""
-    if address == "local":
-        return
-    host, _, port = address.rpartition(":") if ":" in address else (address, ":", str(DEFAULT_PORT))
+def check_reachable(address: str) -> None:
+    """Fail at once, naming the address, when nothing listens there (``rayaddress`` says why it matters)."""
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return
+        why = unreachable(address)
     except ValueError:
         raise UserError(f"--ray {address}: expected HOST:PORT of the Ray head (port {DEFAULT_PORT} by default), "
                         "or 'local'") from None
-    except OSError as exc:
-        raise UserError(f"--ray {address}: cannot reach the Ray head there ({exc.strerror or exc}); is "
-                        "`ray start --head` running on that box and the port open? (docs/scale.md)") from None
+    if why is not None:
+        raise UserError(f"--ray {address}: cannot reach the Ray head there ({why}); is "
+                        "`ray start --head` running on that box and the port open? (docs/scale.md)")
 
 
 def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: str,

@@ -38,7 +38,6 @@ import functools
 import logging
 import random
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config, is_loopback
 from ..errors import UserError
+from ..rayaddress import unreachable
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -64,7 +64,6 @@ REPLICA_HEADER = b"x-edge-anime-replica"
 STYLE_FAILED = "edge-anime style unavailable: "  # marks the reason in Ray's deploy error (a traceback)
 STATUS_POLL_SECONDS = 2.0  # how often the replica count is read for the log and systemd's STATUS
 CONSTRUCTOR_RETRIES = 3  # replica starts that may fail in a row before the deploy is failed
-CONNECT_TIMEOUT_SECONDS = 5.0  # the head's port must accept a connection within this
 EXIT_CLUSTER_UNAVAILABLE = 75  # EX_TEMPFAIL: the cluster may be up later; systemd may restart us
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
@@ -217,14 +216,13 @@ def _connect(address: str) -> None:
 
 def _reachable(address: str) -> None:
     """A HOST:PORT that accepts no connection is said at once: ``ray.init`` retries it for minutes."""
-    host, _, port = address.rpartition(":")
-    if "://" in address or not host or not port.isdigit():
-        return  # "auto", a ray:// client address: Ray's own lookup and errors
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_SECONDS).close()
-    except OSError as exc:
-        raise ClusterUnavailable(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start "
-                                 "one with `ray start --head`, or give the HOST:PORT its head printed") from None
+        why = unreachable(address)
+    except ValueError:
+        return  # not a HOST:PORT: Ray's own lookup and errors
+    if why is not None:
+        raise ClusterUnavailable(f"--ray {address}: no Ray cluster answers there ({why}); start "
+                                 "one with `ray start --head`, or give the HOST:PORT its head printed")
 
 
 def _start_serve(config: Config) -> bool:
