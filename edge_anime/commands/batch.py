@@ -23,6 +23,7 @@ from ..inputs import InputFilter, collect_sources
 if TYPE_CHECKING:
     from ..batch.plan import Plan
     from ..batch.work import Outcome
+    from ..config import Config
 
 FAILED_LIST = "failed.jsonl"
 FAILURES_SHOWN = 20  # failures listed on stderr; all of them are in failed.jsonl
@@ -91,12 +92,10 @@ def _run(args: argparse.Namespace) -> int:
                    leftovers=left)
 
 
-def _execute(args: argparse.Namespace, config: object, plan: Plan, style: str) -> list[Outcome]:
+def _execute(args: argparse.Namespace, config: Config, plan: Plan, style: str) -> list[Outcome]:
     from ..batch.on_ray import run_on_ray
     from ..batch.work import run_local
-    from ..config import Config
 
-    assert isinstance(config, Config)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
