@@ -10,6 +10,9 @@ opens a JPEG as a video of unknown length, which read as "a zero-length clip".
 A header can lie (a Matroska segment's duration is one number anyone can write), so the reader counts the
 frames and seconds it decodes against the same limits (``job._read_all``); the header check only refuses
 early what it can.
+
+The header's colour tags say whether a clip is HDR (HLG or PQ, what phones record): ``ClipInfo.hdr`` is then
+the grade to SDR that ``hdr`` applies to every frame before inference.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ..config import Config
 from ..errors import InputError
 from ..inputs import check_regular
 from . import require_av
+from .hdr import ToneMap, tone_map_for
 
 DEFAULT_FPS = Fraction(25)  # a stream that states no rate at all (rare): FFmpeg's own default
 VIDEO_TEXT = "MP4, MOV, M4V, Matroska or WebM"
@@ -41,6 +45,7 @@ class ClipInfo:
     frames_exact: bool
     seconds: float
     audio_codecs: tuple[str, ...]
+    hdr: ToneMap | None = None  # HLG or PQ: graded to SDR before inference (``hdr``); None for SDR
 
 
 def open_input(path: Path) -> Any:
@@ -98,7 +103,7 @@ def read_info(path: Path, container: Any) -> ClipInfo:
         raise InputError(f"{path}: a zero-length clip (no frames in its video stream)", stage="header")
     audio = tuple(s.codec_context.name for s in container.streams.audio)
     return ClipInfo(path=path, width=width, height=height, fps=fps, frames=frames, frames_exact=exact,
-                    seconds=seconds, audio_codecs=audio)
+                    seconds=seconds, audio_codecs=audio, hdr=tone_map_for(path, ctx))
 
 
 def check_limits(info: ClipInfo, config: Config) -> ClipInfo:

@@ -1,8 +1,9 @@
 """One clip through the shared pipeline: frames decoded ahead on a reader, encoded behind on a writer, in order.
 
-  reader (the calling thread): demux -> decode -> RGB -> ``imaging.plan`` (the photo's size rules, so every
-      frame of the clip is one static shape) -> ``Pipeline.submit``: the same engine, requests and encode
-      threads as the photos, with the same back-pressure;
+  reader (the calling thread): demux -> decode -> RGB (an HDR clip graded to SDR first, ``hdr``) ->
+      ``imaging.plan`` (the photo's size rules, so every frame of the clip is one static shape) ->
+      ``Pipeline.submit``: the same engine, requests and encode threads as the photos, with the same
+      back-pressure;
   the pipeline: inference of ``engine.num_requests`` frames at once (both cores busy), ``imaging.finish``;
   writer (its own thread): takes the frames back in their order, runs the style's tone guard with its map
   smoothed across frames (``imaging.tone.ToneTrack`` says why there), blends static regions (``stability``),
@@ -40,6 +41,7 @@ from ..imaging.geometry import MIN_SIDE_PX
 from ..imaging.target import target_size
 from ..imaging.tone import ToneTrack
 from ..pipeline import Job, JobResult, Pipeline
+from .hdr import grade
 from .header import ClipInfo, check_limits, open_input, read_info
 from .stability import Flicker, Smoother, static_weight
 from .writer import ClipWriter
@@ -228,6 +230,7 @@ def _read_all(clip: _Clip, container: Any) -> None:
     video = container.streams.video[0]
     previous: np.ndarray | None = None
     multiple = clip.pipeline.multiple
+    tone = clip.info.hdr  # the clip's grade to SDR, or None (``hdr.grade`` may take the first frame's)
     index = 0
     for item in _demux(clip, container):
         clip.check()
@@ -238,7 +241,10 @@ def _read_all(clip: _Clip, container: Any) -> None:
         _check_frame(clip, item, index, video)
         original = (int(item.width), int(item.height))
         scaled = scaled_size(original, clip.config, multiple=multiple)
-        if scaled is None:
+        tone = grade(clip.src, item, index, tone)
+        if tone is not None:  # HDR (HLG or PQ): graded to SDR BT.709 here, before the frame path (hdr.py)
+            rgb = tone.frame_rgb(item, scaled)
+        elif scaled is None:
             rgb = item.to_ndarray(format="rgb24")
         else:
             rgb = item.to_ndarray(width=scaled[0], height=scaled[1], format="rgb24", interpolation="AREA")
