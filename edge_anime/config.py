@@ -116,6 +116,8 @@ class ModelSection(_Section):
     # auto: the fastest verified IR of the style, measured on this box (edge_anime.runtime.choice); else its name.
     # Whether the style has that variant is checked where the model is resolved (the config cannot know).
     variant: str = "auto"
+    # The style faces are stylized in with image.faces: auto (spelled like path); null: the style of the picture.
+    face_style: str | None = None
 
     @field_validator("variant")
     @classmethod
@@ -157,8 +159,11 @@ class ImageSection(_Section):
     max_pixels: int = Field(default=60_000_000, ge=1)
     memory_budget_mb: int = Field(default=1024, ge=64)
     over_budget: Literal["downscale", "refuse"] = "downscale"
+    faces: Literal["auto", "off"] = "auto"  # auto: every face stylized again at its style's scale; edge_anime.faces
+    faces_min_px: int = Field(default=64, ge=16, le=4096)  # smaller faces (box side, picture px) are left alone
+    faces_max: int = Field(default=8, ge=1, le=64)  # at most this many faces a picture, the largest
 
-    @field_validator("tone", "palette", mode="before")
+    @field_validator("tone", "palette", "faces", mode="before")
     @classmethod
     def _yaml_off(cls, value: object) -> object:
         """``tone: off`` as a person writes it: YAML 1.1 (PyYAML) reads a bare off as false, and "expected

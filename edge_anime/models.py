@@ -77,6 +77,21 @@ class PaletteSpec:
 
 
 @dataclass(frozen=True)
+class FaceSpec:
+    """The style's ``faces:`` mapping: how ``image.faces: auto`` crops a face for this style (``edge_anime.faces``).
+
+    ``crop_px`` is the side of the square the face is stylized at: the style's native face scale, 512 for the
+    published face styles, which were trained on 512 px aligned face crops. ``scale`` is the crop's side in face
+    boxes: at 2.0 the detector's box (brows to chin) fills half of it, as a face fills an aligned training crop."""
+
+    crop_px: int = 512
+    scale: float = 2.0
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"crop_px": self.crop_px, "scale": self.scale}
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     """One IR of a style, as its manifest lists it (not yet hash-checked)."""
 
@@ -122,6 +137,11 @@ class ModelInfo:
     def tone(self) -> ToneSpec:
         """The style's tone guard settings (``tone:`` in the manifest, checked when it was read)."""
         return tone_spec(self.style_manifest or self.manifest)
+
+    @property
+    def faces(self) -> FaceSpec:
+        """How this style stylizes a face on its own (``faces:`` in the manifest, checked when it was read)."""
+        return faces_spec(self.style_manifest or self.manifest)
 
     @property
     def palette(self) -> PaletteSpec:
@@ -270,6 +290,18 @@ def _number(low: float, high: float, *, whole: bool = False) -> Rule:
     return rule
 
 
+def _multiple_of(step: int, low: int, high: int) -> Rule:
+    """A whole number from ``low`` to ``high`` that ``step`` divides (an input side the IR takes)."""
+    whole = _number(low, high, whole=True)
+
+    def rule(value: object) -> str | None:
+        problem = whole(value)
+        if problem is None and isinstance(value, int) and value % step:
+            return f"expected a multiple of {step}"
+        return problem and f"{problem}, a multiple of {step}"
+    return rule
+
+
 # The style-wide mappings after inference, each key with its rule; a bad value names the file and the key.
 MAPPING_RULES: dict[str, tuple[str, dict[str, Rule]]] = {
     "tone": ("{enabled: true, strength: 1.0, neutral: true}",
@@ -277,11 +309,13 @@ MAPPING_RULES: dict[str, tuple[str, dict[str, Rule]]] = {
     "palette": ("{enabled: true, colours: 256, chroma: 1.0}",
                 {"enabled": _flag, "colours": _number(MIN_COLOURS, MAX_COLOURS, whole=True),
                  "chroma": _number(MIN_CHROMA, MAX_CHROMA)}),
+    "faces": ("{crop_px: 512, scale: 2.0}",
+              {"crop_px": _multiple_of(4, 64, 1024), "scale": _number(1.2, 4.0)}),
 }
 
 
 def _check_mapping(path: Path, data: dict[str, Any], name: str) -> None:
-    """``name:`` (tone, palette) is optional; when present, a mapping of its keys, each value by its rule."""
+    """``name:`` (tone, palette, faces) is optional; when present, a mapping of its keys, each value by its rule."""
     mapping = data.get(name)
     if mapping is None:
         return
@@ -304,6 +338,13 @@ def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
     return PaletteSpec(enabled=bool(palette.get("enabled", default.enabled)),
                        colours=int(palette.get("colours", default.colours)),
                        chroma=float(palette.get("chroma", default.chroma)))
+
+
+def faces_spec(manifest: dict[str, Any]) -> FaceSpec:
+    """The manifest's ``faces:`` as a ``FaceSpec`` (defaults for what it leaves out)."""
+    faces = manifest.get("faces") or {}
+    default = FaceSpec()
+    return FaceSpec(crop_px=int(faces.get("crop_px", default.crop_px)), scale=float(faces.get("scale", default.scale)))
 
 
 def tone_spec(manifest: dict[str, Any]) -> ToneSpec:

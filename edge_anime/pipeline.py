@@ -51,6 +51,8 @@ from .runtime.engine import Engine
 from .runtime.host import usable_cores
 
 if TYPE_CHECKING:
+    from .faces.detect import Face
+    from .faces.restyle import FaceRestyler
     from .runtime.two_pass import TwoPass
 
 log = logging.getLogger(__name__)
@@ -58,13 +60,15 @@ log = logging.getLogger(__name__)
 # Stage names, in the order a job passes them; every JobResult carries all of them (0.0 when not reached).
 # compile: a static shape compiled (or loaded from the model cache) for this job's size;
 # wait: time the decoded image waited for a free inference request.
+# detect: the face detector on the planned picture (``image.faces: auto``); faces: the faces' own inferences and
+# their paste (edge_anime.faces), after the whole picture's inference and before its palette.
 # palette: the style's cel palette on the model's output (imaging.palette);
 # tone: then the style's tone guard (imaging.tone), before finish and encode. The guard goes last because it
 # works from the photo: it pulls back to grey what the photo has grey, whatever entry painted it. Measured on
 # ../shared/photos (toon, 1024 px, JPEG 92): this order gives texture 0.34 and chroma 1.00 where the other
 # gave 0.37 and 0.96, with casts no higher.
-STAGES: tuple[str, ...] = ("read", "decode", "resize", "compile", "wait", "infer", "palette", "tone", "encode",
-                           "write")
+STAGES: tuple[str, ...] = ("read", "decode", "resize", "detect", "compile", "wait", "infer", "faces", "palette",
+                           "tone", "encode", "write")
 
 
 TileCallback = Callable[[int, int], None]  # (tiles done, tiles in the picture), see ``Job``
@@ -98,6 +102,9 @@ class Job:
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
     on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
     encode_as: str | None = None  # with dst None: encode to this extension, into JobResult.data
+    # image.faces: auto: the faces of a clip's frame, found and smoothed over frames by the clip's reader (in the
+    # planned picture's pixels); None: the pipeline finds them itself.
+    faces: tuple[Face, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -109,6 +116,8 @@ class JobResult:
     out_size: tuple[int, int] | None = None  # (W, H) written
     image: Image.Image | None = None  # the stylized picture, for a job without ``dst`` or ``encode_as``
     data: bytes | None = field(default=None, repr=False)  # the encoded picture, for a job with ``encode_as``
+    # image.faces: auto: each face restyled, as (x, y, w, h) in the output's pixels, largest first; [] otherwise
+    faces: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -133,6 +142,7 @@ class _Work:
     data: bytes | None = field(default=None, repr=False)  # the file's bytes, read on the decode lane
     heavy: bool = False  # on the heavy decode lane (Pipeline._to_heavy_lane)
     feed: np.ndarray | None = field(default=None, repr=False)  # the padded input, alive while it is inferred
+    faces: list[Face] = field(default_factory=list)  # image.faces: auto: found in the planned picture
 
     @property
     def picture(self) -> Decoded:
@@ -151,7 +161,9 @@ def in_flight_slots(configured: int | str, num_requests: int) -> int:
 class Pipeline:
     """decode threads -> AsyncInferQueue -> encode threads; ``on_done`` exactly once per submitted job."""
 
-    def __init__(self, engine: Engine, config: Config, *, on_done: Callable[[JobResult], None]) -> None:
+    def __init__(self, engine: Engine, config: Config, *, on_done: Callable[[JobResult], None],
+                 face_engine: Engine | None = None) -> None:
+        """``face_engine``: the style faces are restyled in (``model.face_style``); None: ``engine``'s own."""
         self.engine = engine
         self.config = config
         self._on_done = on_done
@@ -181,6 +193,11 @@ class Pipeline:
 
             self._twopass = TwoPass(engine)
             self._twopass.prepare()
+        self.faces: FaceRestyler | None = None  # image.faces: auto (edge_anime.faces)
+        if config.image.faces == "auto":
+            from .faces.restyle import FaceRestyler
+
+            self.faces = FaceRestyler(config, face_engine if face_engine is not None else engine)
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -248,6 +265,8 @@ class Pipeline:
             twopass, self._twopass = self._twopass, None
         if twopass is not None:
             twopass.close()
+        if self.faces is not None:
+            self.faces.close()
 
     # -- stages --------------------------------------------------------------------------------------
     def _decode_stage(self, work: _Work) -> None:
@@ -255,6 +274,8 @@ class Pipeline:
             if self._to_heavy_lane(work):
                 return
             self._read_decode_plan(work)
+            if self.faces is not None:
+                self._detect(work)
             if work.picture.full is not None:  # resize: full runs here, its tiles on the same slots
                 self._run_full(work)
                 return
@@ -282,6 +303,17 @@ class Pipeline:
         done = time.perf_counter()
         work.timings["decode"] += planned_at - decoded_at  # plus the header read that chose the lane
         work.timings["resize"] = done - planned_at
+
+    def _detect(self, work: _Work) -> None:
+        """The picture's faces, before its inference starts: found here, on the decode lane, while the cores run
+        the pictures ahead of it; a clip's frame brings its own (smoothed over frames)."""
+        assert self.faces is not None
+        start = time.perf_counter()
+        if work.job.faces is not None:
+            work.faces = list(work.job.faces)
+        else:
+            work.faces = self.faces.detect(work.picture.rgb, name=work.job.src.name)
+        work.timings["detect"] = time.perf_counter() - start
 
     def _read(self, work: _Work) -> None:
         """The file's bytes into ``work.data``, timed apart so the I/O layer shows; decode parses them."""
@@ -414,6 +446,10 @@ class Pipeline:
         try:
             cfg = self.config
             assert work.stylized is not None
+            if self.faces is not None and work.faces:
+                faced = time.perf_counter()
+                self.faces.apply(work.stylized, work.picture.rgb, work.faces, slots=self._infer_slots)
+                work.timings["faces"] = time.perf_counter() - faced
             painted = time.perf_counter()
             if self.palette is not None and work.job.palette:
                 work.stylized = apply_palette(work.stylized, self.palette.colours, chroma=self.palette.chroma)
@@ -458,8 +494,10 @@ class Pipeline:
         out_size = work.out_size if error is None else None
         result = JobResult(job=work.job, error=error, timings_s=work.timings, in_size=work.in_size,
                            out_size=out_size, image=work.image if error is None else None,
-                           data=work.encoded if error is None else None)
+                           data=work.encoded if error is None else None,
+                           faces=_face_boxes(work) if error is None else [])
         work.planned = work.stylized = work.image = work.feed = work.encoded = None
+        work.faces = []
         try:
             (work.job.notify or self._on_done)(result)
         except Exception:  # a caller's bug must not take the pipeline's threads down (logged with its traceback)
@@ -468,11 +506,20 @@ class Pipeline:
             # The infer request this job ran on keeps ``work`` as its userdata until its next job, on every
             # static shape's queue: without this, each request held its last input's bytes, picture and future
             # (issue 28: 9-19 uploads of 20 MB still mapped after a burst).
-            work.job = dataclasses.replace(work.job, data=None, tag=None, planned=None, notify=None)
+            work.job = dataclasses.replace(work.job, data=None, tag=None, planned=None, notify=None, faces=None)
             with self._state:
                 self._in_flight -= 1
                 self._state.notify_all()
             self._slots.release()
+
+
+def _face_boxes(work: _Work) -> list[tuple[int, int, int, int]]:
+    """The faces restyled, as boxes in the output's pixels (the output may be upscaled from the planned picture)."""
+    if not work.faces or work.out_size is None or work.planned is None:
+        return []
+    height, width = work.planned.rgb.shape[:2]
+    out_w, out_h = work.out_size
+    return [face.scaled(out_w / width, out_h / height).xywh(out_w, out_h) for face in work.faces]
 
 
 def tone_for(model: ModelInfo, config: Config) -> ToneSpec | None:

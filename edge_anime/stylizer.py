@@ -68,6 +68,7 @@ class Encoded:
     ext: str  # jpg, png or webp: what a file of these bytes is named with
     size: tuple[int, int]  # (W, H)
     timings_s: dict[str, float]  # as ``JobResult.timings_s``; "encode" includes the encoding to bytes
+    faces: list[tuple[int, int, int, int]] = dataclasses.field(default_factory=list)  # as ``JobResult.faces``
 
 
 class StylizerClosed(RuntimeError):
@@ -84,11 +85,14 @@ class _Compiled:
     users: int = 0
     owned: bool = True  # False for an engine its owner passed in (the watch folder's): never closed here
     retired: bool = False  # no longer served (a reload dropped it): closed when its last job ends
+    face_engine: Engine | None = None  # model.face_style's engine, when faces are restyled in another style
 
     def close(self) -> None:
         self.pipeline.close()
         if self.owned:
             self.engine.close()
+        if self.face_engine is not None:
+            self.face_engine.close()
 
 
 class Stylizer:
@@ -189,7 +193,7 @@ class Stylizer:
             raise result.error
         assert result.data is not None and result.out_size is not None
         return Encoded(data=result.data, media_type=f"image/{FORMAT_BY_EXT[ext].lower()}", ext=ext,
-                       size=result.out_size, timings_s=dict(result.timings_s))
+                       size=result.out_size, timings_s=dict(result.timings_s), faces=list(result.faces))
 
     def submit(self, job: Job, *, style: str | None = None) -> Future[JobResult]:
         """Start one job on ``style``'s pipeline and return at once (blocking only while the pipeline's
@@ -424,17 +428,33 @@ class Stylizer:
         return evicted
 
     def _open(self, name: str, engine: tuple[ModelInfo, Engine] | None) -> _Compiled:
+        owned = engine is None
         if engine is None:
-            from .runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
-
-            model_config = self.config.model.model_copy(update={"path": self._specs[name]})
-            engine = open_engine(self.config.model_copy(update={"model": model_config}))
-            owned = True
-        else:
-            owned = False
+            engine = self._open_engine(self._specs[name])
         model, compiled_engine = engine
         check_style(self.config.output.name_template, model.style)
-        return _Compiled(model, compiled_engine, Pipeline(compiled_engine, self.config, on_done=_settle), owned=owned)
+        face_engine = self._face_engine(model)
+        try:
+            pipeline = Pipeline(compiled_engine, self.config, on_done=_settle, face_engine=face_engine)
+        except BaseException:
+            if face_engine is not None:
+                face_engine.close()
+            raise
+        return _Compiled(model, compiled_engine, pipeline, owned=owned, face_engine=face_engine)
+
+    def _open_engine(self, spec: str) -> tuple[ModelInfo, Engine]:
+        from .runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
+
+        model_config = self.config.model.model_copy(update={"path": spec})
+        return open_engine(self.config.model_copy(update={"model": model_config}))
+
+    def _face_engine(self, model: ModelInfo) -> Engine | None:
+        """``model.face_style``'s engine for a style whose faces it restyles (image.faces: auto); None when faces
+        are off or restyled in the picture's own style."""
+        face_style = self.config.model.face_style
+        if self.config.image.faces != "auto" or face_style is None or face_style in (model.name, model.style):
+            return None
+        return self._open_engine(face_style)[1]
 
 
 class _Bar:

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from PIL import Image
 
-from edge_anime.models import MANIFEST_NAME, PaletteSpec
+from edge_anime.models import MANIFEST_NAME, FaceSpec, PaletteSpec
 from edge_anime_converters.manifest import write_manifest
 
 VERIFY_PNG = "verify.png"
@@ -89,6 +89,10 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
                          calib_dir=calib_dir, quantized_ir=int8_ir)
     manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     manifest["palette"] = PaletteSpec(enabled=True).to_manifest()  # both bundled styles are cel looks
+    # Faces (image.faces: auto) at 320 px, not the published face styles' 512: a 4-face group at 1024 px then takes
+    # 1.36x the picture's time (the issue's bound is 1.5x; 512 px took ~2x), and a face is still sharp
+    # (benchmarks/faces.py, docs/faces.md).
+    manifest["faces"] = FaceSpec(crop_px=320).to_manifest()
     write_manifest(folder, manifest)
     for png in sorted(folder.glob("verify*.png")):  # verify.png, and verify_int8.png of the INT8 variant
         shrink_png(png)

@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("imaging", ("imaging",)),
     ("styles", ("models",)),
     ("runtime", ("runtime",)),
+    ("faces", ("faces",)),
     ("core", ("pipeline", "video", "naming", "stylizer")),
     ("watch", ("watch",)),
     ("batch", ("batch",)),

@@ -178,6 +178,12 @@ class HttpState:
                             "Bearer TOKEN'", headers={"WWW-Authenticate": "Bearer"})
 
 
+def _faces_header(faces: list[tuple[int, int, int, int]]) -> dict[str, str]:
+    """``X-Edge-Anime-Faces: x,y,w,h;x,y,w,h`` (output pixels, largest first) when faces were restyled
+    (``image.faces: auto``); no header when none were. A header, not a JSON body: the answer is the picture."""
+    return {"X-Edge-Anime-Faces": ";".join(",".join(str(v) for v in box) for box in faces)} if faces else {}
+
+
 def _server_timing(timings_s: dict[str, float]) -> str:
     return ", ".join(f"{stage};dur={seconds * 1000:.1f}" for stage, seconds in timings_s.items() if seconds > 0)
 
@@ -255,7 +261,8 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
                 reservation.release()
         del upload  # its share of http.max_bodies_mb is free: so is its memory
         return Response(encoded.data, media_type=encoded.media_type,
-                        headers={"Server-Timing": _server_timing(encoded.timings_s), "Cache-Control": "no-store"})
+                        headers={"Server-Timing": _server_timing(encoded.timings_s), "Cache-Control": "no-store",
+                                 **_faces_header(encoded.faces)})
 
     async def styles(request: Request) -> Response:
         service.authorize(request)

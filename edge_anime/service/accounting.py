@@ -72,10 +72,13 @@ class Accounting:
         self.metrics.processed.labels(style=claim.style).inc()
         self.metrics.observe(timings)
         self.metrics.clip_frames.inc(getattr(result, "frames", 0) or 0)  # a clip's result counts its frames
+        faces = list(getattr(result, "faces", None) or [])  # image.faces: auto; a clip counts none per file
+        self.metrics.faces.labels(style=claim.style).inc(len(faces))
         fields.update(output=str(verdict.where), in_size=getattr(result, "in_size", None),
-                      out_size=getattr(result, "out_size", None), timings_s=timings)
-        log.info("done %s %s -> %s %s%s", log_name(claim.rel), _size(fields["in_size"]),
+                      out_size=getattr(result, "out_size", None), timings_s=timings, faces=faces)
+        log.info("done %s %s -> %s %s%s%s", log_name(claim.rel), _size(fields["in_size"]),
                  log_name(verdict.where.name if verdict.where else ""), _size(fields["out_size"]),
+                 f", {len(faces)} face{'s' if len(faces) != 1 else ''}" if faces else "",
                  _timings(timings, frames=getattr(result, "frames", 0) or 0) if result is not None
                  else " (recovered: output was complete)",
                  extra={FIELDS_ATTR: fields})

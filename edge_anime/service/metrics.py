@@ -25,6 +25,8 @@ class Metrics:
                                  registry=self.registry)
         self.failed = Counter("edge_anime_failed", "Inputs set aside in failed/", ["stage", "style"],
                               registry=self.registry)
+        self.faces = Counter("edge_anime_faces", "Faces restyled on their own (image.faces: auto)", ["style"],
+                             registry=self.registry)
         self.retries = Counter("edge_anime_retries", "Transient failures retried", registry=self.registry)
         self.queue_depth = Gauge("edge_anime_queue_depth", "Complete inbox files seen and not yet taken",
                                  registry=self.registry)

@@ -35,6 +35,8 @@ from PIL import Image
 from .. import imaging
 from ..config import Config
 from ..errors import InputError, TransientError
+from ..faces.detect import Face
+from ..faces.track import FaceTrack
 from ..imaging.decoded import Decoded
 from ..imaging.decoder import DRAFT_REDUCING_GAP
 from ..imaging.geometry import MIN_SIDE_PX
@@ -231,6 +233,7 @@ def _read_all(clip: _Clip, container: Any) -> None:
     previous: np.ndarray | None = None
     multiple = clip.pipeline.multiple
     tone = clip.info.hdr  # the clip's grade to SDR, or None (``hdr.grade`` may take the first frame's)
+    track = FaceTrack() if clip.pipeline.faces is not None else None  # image.faces: auto, smoothed over frames
     index = 0
     for item in _demux(clip, container):
         clip.check()
@@ -251,6 +254,7 @@ def _read_all(clip: _Clip, container: Any) -> None:
         decoded = Decoded(rgb=rgb, alpha=None, source_format="VIDEO", original_size=original, exif=None, icc=None,
                           path=clip.src)
         planned = imaging.plan(decoded, clip.config.image, multiple=multiple)
+        faces = _faces(clip, planned.rgb, track)
         clip.in_size = original
         weight = static_weight(planned.rgb, previous, clip.config.video.static_threshold)
         previous = planned.rgb
@@ -259,9 +263,18 @@ def _read_all(clip: _Clip, container: Any) -> None:
         clip.events.put(_Frame(index=index, pts=pts, rotation=item.rotation, planned=planned.rgb, weight=weight))
         clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame,
                                  tone=False,  # the writer runs the tone guard, in frame order
-                                 palette=False))  # a palette chosen per frame would flicker
+                                 palette=False,  # a palette chosen per frame would flicker
+                                 faces=faces))
         clip.submitted += 1
         index += 1
+
+
+def _faces(clip: _Clip, rgb: np.ndarray, track: FaceTrack | None) -> tuple[Face, ...] | None:
+    """The frame's faces for ``image.faces: auto``, found here in frame order and smoothed over the frames
+    before (``faces.track``), so a restyled face neither jitters nor blinks; None when faces are off."""
+    if track is None or clip.pipeline.faces is None:
+        return None
+    return tuple(track.update(clip.pipeline.faces.detect(rgb, name=clip.src.name)))
 
 
 def _check_frame(clip: _Clip, frame: Any, index: int, stream: Any) -> None:

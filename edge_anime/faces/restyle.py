@@ -1,0 +1,66 @@
+"""``image.faces: auto``: each face found in a picture stylized again at its style's own scale and pasted back.
+
+The face styles were trained on aligned face crops of ``crop_px`` (512 for the published ones); in a group photo
+each face is 60-200 px, a scale the network never saw, and it comes out smeared. So a pipeline with faces on
+runs, per picture: ``detect`` (decode stage, on the planned picture), then after the whole picture's inference,
+``apply``: for each face, an aligned crop of the picture the model saw, one inference of the face style at
+``crop_px``, and the paste (``paste``), before the style's palette and tone guard, so they treat the picture as
+one. Faces are pasted smallest first, so where two overlap the larger one is on top.
+
+Each face's inference takes one of the pipeline's inference slots, like a picture's: faces never put more
+inferences on the cores than ``engine.num_requests``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..config import Config
+from ..runtime.engine import Engine
+from .detect import Face, FaceDetector
+from .paste import Placement, crop, mask, paste
+
+log = logging.getLogger(__name__)
+
+
+class FaceRestyler:
+    """Detection and the face pass for one style's pipeline; ``engine`` is the face style's (by default the
+    picture's own style)."""
+
+    def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None) -> None:
+        self.engine = engine
+        self.min_px = config.image.faces_min_px
+        self.max_faces = config.image.faces_max
+        spec = engine.model_info.faces
+        self.crop_px, self.scale = spec.crop_px, spec.scale
+        self._feather = mask(self.crop_px)
+        self._own_detector = detector is None
+        self.detector = detector if detector is not None else FaceDetector(config.device)
+
+    def close(self) -> None:
+        if self._own_detector:
+            self.detector.close()
+
+    def detect(self, rgb: np.ndarray, *, name: str = "") -> list[Face]:
+        """The faces to restyle in ``rgb``, largest first, at most ``image.faces_max`` (said in the log when
+        more were found)."""
+        faces = self.detector.detect(rgb, min_px=self.min_px)
+        if len(faces) > self.max_faces:
+            log.info("faces: %s: %d faces found, the %d largest restyled (image.faces_max)", name or "picture",
+                     len(faces), self.max_faces)
+        return faces[:self.max_faces]
+
+    def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
+              slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:
+        """Paste each face of ``faces`` (in ``rgb``'s pixels), stylized on its own, into ``stylized`` (the whole
+        picture's result, the same size as ``rgb``, changed in place); returns the pixels each paste touched
+        (x0, y0, x1, y1), smallest face first."""
+        places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale)
+                  for face in sorted(faces, key=lambda f: f.size)]
+        places = [p for p in places if p.bounds(rgb.shape[1], rgb.shape[0]) is not None]
+        styled = self.engine.infer_all([crop(rgb, place) for place in places], slots=slots)
+        touched = [paste(stylized, face, place, self._feather) for place, face in zip(places, styled)]
+        return [box for box in touched if box is not None]
