@@ -153,7 +153,7 @@ def main() -> None:
         style = _style_copy(folder, args.crop, args.style)
         cache = REPO / "benchmarks" / "results" / "ovcache"
         shots = []
-        for index, group in enumerate(groups(PHOTOS_DIR, args.shots, seed=11, faces=(4, 4))):
+        for index, group in enumerate(groups(PHOTOS_DIR, args.shots, seed=11, faces=(4, 4), sizes=(80.0, 300.0))):
             shots.append(folder / f"four_{index}.jpg")
             group.image.save(shots[-1], quality=95)
         with Stylizer(_config(folder, style, "off", cache)) as off, Stylizer(_config(folder, style, "auto", cache)) as on:

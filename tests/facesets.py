@@ -46,10 +46,10 @@ def face_region(photos: Path, name: str, size: float) -> tuple[Image.Image, floa
     return region.resize((side, side), Image.Resampling.LANCZOS), side
 
 
-def groups(photos: Path, count: int, *, seed: int = 1, long_side: int = 1024, faces: tuple[int, int] = (2, 6)
-           ) -> list[Group]:
-    """``count`` group shots: a scene photo at ``long_side`` with 2-6 faces (sizes log-uniform over
-    ``SIZE_RANGE_PX``) pasted through a feathered ellipse, never overlapping one another."""
+def groups(photos: Path, count: int, *, seed: int = 1, long_side: int = 1024, faces: tuple[int, int] = (2, 6),
+           sizes: tuple[float, float] = SIZE_RANGE_PX) -> list[Group]:
+    """``count`` group shots: a scene photo at ``long_side`` with 2-6 faces (sizes log-uniform over ``sizes``)
+    pasted through a feathered ellipse, never overlapping one another."""
     scenes = sorted(photos.glob("scene_*.jpg"))
     names = sorted(FACE_BOXES)
     rng = np.random.default_rng(seed)
@@ -67,7 +67,7 @@ def groups(photos: Path, count: int, *, seed: int = 1, long_side: int = 1024, fa
             if len(boxes) >= wanted:
                 break
             name = names[int(rng.integers(len(names)))]
-            size = float(np.exp(rng.uniform(*np.log(SIZE_RANGE_PX))))
+            size = float(np.exp(rng.uniform(*np.log(sizes))))
             region, side = face_region(photos, name, size)
             if side >= min(background.size):
                 continue

@@ -2,8 +2,12 @@
 bad inputs of the issue (a face at the edge, a face larger than the picture, 50 faces, none)."""
 from __future__ import annotations
 
+import io
 import logging
 import math
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +26,8 @@ from edge_anime.faces.track import HOLD_FRAMES, FaceTrack
 from edge_anime.stylizer import Stylizer
 from tests.conftest import style_with, synthetic_photo
 from tests.facesets import FACE_BOXES, groups, match
+from tests.test_http import Server, _free_port
+from tests.test_service import Service, copy_in, start, wait_until
 
 MIN_RECALL = 0.95  # of faces of 80 px and more (the issue's target)
 MAX_FALSE_PER_PHOTO = 1 / 20
@@ -345,3 +351,52 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
         result = stylizer.run_clip(src, tmp_path / "out.mp4")
     assert result.frames == 12 and (tmp_path / "out.mp4").is_file()
     assert seen == [1] * 12, seen
+
+
+# -- the watch folder and HTTP say what they did -----------------------------------------------------------
+@pytest.mark.slow
+def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., Path], random_ir: Path,
+                                                    tmp_path: Path, shared_photos: Path,
+                                                    services: list[Service]) -> None:
+    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 250.0))[0]
+    port = _free_port()
+    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 128, "scale": 2.0})
+    cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800},
+                        "service": {"metrics": {"enabled": True, "port": port}}})
+    svc = start(services, cfg, tmp_path / "service.log")
+    group.image.save(tmp_path / "group.jpg", quality=95)
+    copy_in([tmp_path / "group.jpg"], svc.root / "inbox")
+    wait_until(lambda: (svc.status() or {}).get("counts", {}).get("processed") == 1, timeout_s=120,
+               what="the group shot processed", proc=svc.proc, log=svc.log)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    faces_lines = [line for line in body.splitlines() if "faces" in line]
+    assert 'edge_anime_faces_total{style="randgen"} 3.0' in body, faces_lines
+    assert svc.stop() == 0
+    done = [line for line in svc.log.read_text().splitlines() if 'done "group.jpg"' in line]
+    assert done and ", 3 faces in " in done[0], done
+
+
+@pytest.mark.slow
+def test_http_answers_with_the_faces_it_restyled(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
+                                                 shared_photos: Path) -> None:
+    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 250.0))[0]
+    port = _free_port()
+    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 128, "scale": 2.0})
+    cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800}, "http": {"port": port}})
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--config", str(cfg)], stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        server = Server(f"http://127.0.0.1:{port}", proc, log).wait_ready()
+        data = io.BytesIO()
+        group.image.save(data, format="JPEG", quality=95)
+        status, headers, body = server.request("/v1/stylize", data=data.getvalue(), content_type="image/jpeg")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert status == 200 and body[:2] == b"\xff\xd8"
+    boxes = [tuple(int(v) for v in box.split(",")) for box in headers["x-edge-anime-faces"].split(";")]
+    hits, false = match(group.boxes, [(x, y, x + w, y + h) for x, y, w, h in boxes])
+    assert all(hits) and false == 0, (boxes, group.boxes)
+    assert "detect;dur=" in headers["server-timing"] and "faces;dur=" in headers["server-timing"]
