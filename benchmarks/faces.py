@@ -35,8 +35,7 @@ sys.path.insert(0, str(REPO))
 from edge_anime.config import load_config
 from edge_anime.locations import bundled_models_dir
 from edge_anime.stylizer import Stylizer
-from tests.facesets import groups, match
-from tests.test_faces import _band_psnr
+from tests.facesets import band_psnr, groups, match
 
 
 def _style_copy(folder: Path, crop: int | None, style: str) -> Path:
@@ -111,9 +110,9 @@ def seams(stylizer: Stylizer, shots: list[Path]) -> dict[str, Any]:
         for face in restyler.detect(rgb):
             result = whole.copy()
             (box,) = restyler.apply(result, rgb, [face])
-            worst = min(worst, _band_psnr(result, whole, box))
+            worst = min(worst, band_psnr(result, whole, box))
             x, y, w, h = face.xywh(rgb.shape[1], rgb.shape[0])
-            worst_box = min(worst_box, _band_psnr(result, whole, (x, y, x + w, y + h)))
+            worst_box = min(worst_box, band_psnr(result, whole, (x, y, x + w, y + h)))
             count += 1
     # band_psnr: around the paste's border (the feather is zero there, so the whole picture's own pixels);
     # face_box_band_psnr: around the detector's face box, inside the paste: how far the restyled face's

@@ -6,6 +6,7 @@ the runtime ships) and checked by eye on a contact sheet: brows to chin, ear to 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ FACE_BOXES: dict[str, tuple[int, int, int, int]] = {  # x0, y0, x1, y1 in the ph
     "face_8.jpg": (90, 89, 242, 241),
 }
 SIZE_RANGE_PX = (60.0, 300.0)
+BAND_PX = 8  # the issue's seam check: a band this wide on both sides of a box's border
 
 
 @dataclass(frozen=True)
@@ -109,3 +111,16 @@ def match(truth: list[tuple[float, float, float, float]], found: list[tuple[floa
             used[best] = True
         hits.append(hit)
     return hits, used.count(False)
+
+
+def band_psnr(result: np.ndarray, whole: np.ndarray, box: tuple[int, int, int, int]) -> float:
+    """PSNR of ``result`` against ``whole`` over the band ``BAND_PX`` on both sides of ``box``'s border (x0, y0,
+    x1, y1): the issue's seam check."""
+    height, width = result.shape[:2]
+    x0, y0, x1, y1 = box
+    band = np.zeros((height, width), bool)
+    band[max(0, y0 - BAND_PX):min(height, y1 + BAND_PX), max(0, x0 - BAND_PX):min(width, x1 + BAND_PX)] = True
+    band[y0 + BAND_PX:y1 - BAND_PX, x0 + BAND_PX:x1 - BAND_PX] = False
+    diff = result[band].astype(np.float64) - whole[band].astype(np.float64)
+    mse = float((diff ** 2).mean())
+    return math.inf if mse == 0 else 10 * math.log10(255 ** 2 / mse)

@@ -25,14 +25,13 @@ from edge_anime.faces.restyle import FaceRestyler
 from edge_anime.faces.track import HOLD_FRAMES, FaceTrack
 from edge_anime.stylizer import Stylizer
 from tests.conftest import style_with, synthetic_photo
-from tests.facesets import FACE_BOXES, groups, match
+from tests.facesets import FACE_BOXES, band_psnr, groups, match
 from tests.test_http import Server, _free_port
 from tests.test_service import Service, copy_in, start, wait_until
 
 MIN_RECALL = 0.95  # of faces of 80 px and more (the issue's target)
 MAX_FALSE_PER_PHOTO = 1 / 20
 SEAM_DB = 30.0
-BAND_PX = 8
 
 
 @pytest.fixture(scope="module")
@@ -148,19 +147,7 @@ def test_paste_changes_only_inside_its_bounds_and_leaves_no_seam() -> None:
     outside[y0:y1, x0:x1] = False
     assert np.array_equal(whole[outside], before[outside])
     assert not np.array_equal(whole[y0:y1, x0:x1], before[y0:y1, x0:x1])
-    assert _band_psnr(whole, before, box) >= SEAM_DB
-
-
-def _band_psnr(result: np.ndarray, whole: np.ndarray, box: tuple[int, int, int, int]) -> float:
-    """PSNR over the band ``BAND_PX`` on both sides of ``box``'s border (what the issue's seam check reads)."""
-    height, width = result.shape[:2]
-    x0, y0, x1, y1 = box
-    band = np.zeros((height, width), bool)
-    band[max(0, y0 - BAND_PX):min(height, y1 + BAND_PX), max(0, x0 - BAND_PX):min(width, x1 + BAND_PX)] = True
-    band[y0 + BAND_PX:y1 - BAND_PX, x0 + BAND_PX:x1 - BAND_PX] = False
-    diff = result[band].astype(np.float64) - whole[band].astype(np.float64)
-    mse = float((diff ** 2).mean())
-    return math.inf if mse == 0 else 10 * math.log10(255 ** 2 / mse)
+    assert band_psnr(whole, before, box) >= SEAM_DB
 
 
 @pytest.mark.slow
@@ -179,7 +166,7 @@ def test_group_shots_stylized_with_faces_have_no_seam(write_config: Callable[...
             for face in faces:  # one at a time: a neighbour's paste may reach into this one's band
                 result = whole.copy()
                 (box,) = pipeline_faces.apply(result, rgb, [face])
-                assert _band_psnr(result, whole, box) >= SEAM_DB
+                assert band_psnr(result, whole, box) >= SEAM_DB
 
 
 # -- entry points: the API and what a result says ----------------------------------------------------------

@@ -90,7 +90,7 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
     manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     manifest["palette"] = PaletteSpec(enabled=True).to_manifest()  # both bundled styles are cel looks
     # Faces (image.faces: auto) at 320 px, not the published face styles' 512: a 4-face group at 1024 px then takes
-    # 1.36x the picture's time (the issue's bound is 1.5x; 512 px took ~2x), and a face is still sharp
+    # 1.31x the picture's time (the issue's bound is 1.5x; 512 px took 1.78x, 384 px 1.40x), and a face is still sharp
     # (benchmarks/faces.py, docs/faces.md).
     manifest["faces"] = FaceSpec(crop_px=320).to_manifest()
     write_manifest(folder, manifest)
