@@ -454,7 +454,10 @@ class Stylizer:
         face_style = self.config.model.face_style
         if self.config.image.faces != "auto" or face_style is None or face_style in (model.name, model.style):
             return None
-        return self._open_engine(face_style)[1]
+        try:
+            return self._open_engine(face_style)[1]
+        except ModelError as exc:  # resolved like model.path: say which key named it
+            raise ModelError(f"model.face_style: {str(exc).removeprefix('model.path: ')}") from exc
 
 
 class _Bar:

@@ -387,3 +387,19 @@ def test_http_answers_with_the_faces_it_restyled(write_config: Callable[..., Pat
     hits, false = match(group.boxes, [(x, y, x + w, y + h) for x, y, w, h in boxes])
     assert all(hits) and false == 0, (boxes, group.boxes)
     assert "detect;dur=" in headers["server-timing"] and "faces;dur=" in headers["server-timing"]
+
+
+def test_faces_restyled_in_another_style_and_a_missing_one_named(write_config: Callable[..., Path], random_ir: Path,
+                                                                  tmp_path: Path) -> None:
+    from edge_anime.errors import ModelError
+
+    face_style = style_with(random_ir, tmp_path / "faces", "faces", {"crop_px": 64, "scale": 2.0})
+    config = load_config(_config(write_config, tmp_path, random_ir))
+    config = config.model_copy(update={"model": config.model.model_copy(update={"face_style": str(face_style)})})
+    with Stylizer(config) as stylizer:
+        restyler = next(iter(stylizer._compiled.values())).pipeline.faces
+        assert restyler is not None and restyler.engine is not stylizer.engine
+        assert restyler.crop_px == 64  # the face style's own manifest decides its crop
+    missing = config.model_copy(update={"model": config.model.model_copy(update={"face_style": "no_such_style"})})
+    with pytest.raises(ModelError, match=r"^model\.face_style: no installed model named 'no_such_style'"):
+        Stylizer(missing)

@@ -53,6 +53,7 @@ class RayServe:
     log: Path
     url: str
     cluster: RayCluster
+    config: Path
 
     def said(self) -> str:
         return self.log.read_text(errors="replace")
@@ -112,7 +113,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, random_ir: Path, ov_cache: 
             proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "serve", "--ray", cluster.address,
                                      "--config", str(config)], stdout=out, stderr=subprocess.STDOUT,
                                     env=cluster.client_env())  # the cluster's own token, as a user's box would
-        server = RayServe(proc, log, f"http://127.0.0.1:{port}", cluster)
+        server = RayServe(proc, log, f"http://127.0.0.1:{port}", cluster, config)
         try:
             server.wait_until_said("2 of 2 replicas running", READY_DEADLINE_S)
             yield server
@@ -157,6 +158,27 @@ def test_two_replicas_answer_and_a_killed_one_is_survived(served: RayServe) -> N
     while served.said().count("2 of 2 replicas running") <= log_before.count("2 of 2 replicas running"):
         assert time.monotonic() < end, served.said()
         time.sleep(0.2)
+
+
+@NEEDS_RAY
+@pytest.mark.slow
+def test_sighup_redeploys_the_changed_config_and_a_bad_one_changes_nothing(served: RayServe) -> None:
+    good = served.config.read_text(encoding="utf-8")
+    data = yaml.safe_load(good)
+    data["ray"]["serve"]["num_replicas"] = 1
+    served.config.write_text(yaml.safe_dump(data), encoding="utf-8")
+    served.proc.send_signal(signal.SIGHUP)
+    served.wait_until_said("reload: redeploying edge-anime", 10)
+    served.wait_until_said("1 of 1 replicas running", READY_DEADLINE_S)
+    assert served.stylize()[0] == 200, served.said()
+
+    served.config.write_text(good.replace("max_side: 64", "max_side: -5"), encoding="utf-8")
+    served.proc.send_signal(signal.SIGHUP)
+    served.wait_until_said("reload failed, still serving the previous config", 10)
+    assert "image.max_side" in served.said().split("reload failed, still serving the previous config")[1]
+    statuses = [served.stylize(seed=i)[0] for i in range(3)]
+    assert statuses == [200, 200, 200], (statuses, served.said())
+    assert served.proc.poll() is None
 
 
 @NEEDS_RAY
