@@ -269,3 +269,25 @@ def test_p3_and_adobe_rgb_photos_stylize_like_the_srgb_original(tmp_path: Path, 
     for name in ("display-p3", "adobe-rgb"):
         assert figures[name] < 2.0, figures
         assert figures[f"{name}-unmanaged"] > 2.0, figures
+
+
+def test_a_heic_with_display_p3_in_its_colour_box_and_no_profile_is_converted(tmp_path: Path,
+                                                                             photo: Image.Image) -> None:
+    """Some phones tag a HEIC's colours with the container's nclx box (primaries 12: Display P3) and embed no ICC
+    profile; read as sRGB its colours go dull (the same pixels with the box rewritten to BT.709 are the control)."""
+    pillow_heif = pytest.importorskip("pillow_heif", reason="writing HEIC needs pillow-heif (the heic-out extra)")
+    wide = from_srgb(photo, rgb_profile("display-p3"))
+    wide.info.pop("icc_profile", None)
+
+    def heic(primaries: int) -> Path:
+        path = tmp_path / f"p{primaries}.heic"
+        pillow_heif.from_pillow(wide).save(path, quality=-1, chroma=444, color_primaries=primaries,
+                                           transfer_characteristics=13, matrix_coefficients=6, full_range_flag=1)
+        return path
+
+    tagged, control = decode(heic(12), KEEP), decode(heic(1), KEEP)
+    original = np.asarray(photo)
+    assert tagged.icc == srgb_icc() and control.icc is None
+    managed, raw = delta_e00(tagged.rgb, original), delta_e00(control.rgb, original)
+    print(f"nclx P3 HEIC: dE00 {managed:.2f} converted, {raw:.2f} read as sRGB")
+    assert managed < 1.0 and raw > 2.0, (managed, raw)

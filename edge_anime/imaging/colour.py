@@ -28,6 +28,16 @@ INTENT = ImageCms.Intent.PERCEPTUAL  # matrix-shaper profiles have no perceptual
 _CONVERTIBLE = {b"RGB ": "RGB", b"GRAY": "L"}
 
 
+# nclx (ISO/IEC 23091-2) codes of a HEIF container's colour box, for a picture without an ICC profile.
+NCLX_SRGB_PRIMARIES = frozenset({1, 2})  # BT.709 (sRGB's primaries), unspecified: nothing to convert
+# SDR transfers decoded with sRGB's curve: BT.709/601/2020 camera curves and sRGB itself. A phone's still in one
+# of these is display-referred like sRGB; PQ (16) and HLG (18) stills are HDR and are left as they are.
+NCLX_SDR_TRANSFERS = frozenset({1, 2, 6, 13, 14, 15})
+SRGB_PRIMARIES_XY = ((0.64, 0.33), (0.30, 0.60), (0.15, 0.06))
+D65_XY = (0.3127, 0.3290)
+NCLX_BAND_ROWS = 256  # rows converted at once: float32 temporaries of a 4000 px wide band stay ~12 MB
+
+
 class ProfileError(ValueError):
     """An embedded profile LittleCMS cannot use; the caller keeps the pixels as sRGB and says why."""
 
@@ -103,3 +113,61 @@ def profile_after(icc: bytes | None, mode: str) -> bytes | None:
         return icc if _transform(icc, mode) is None else srgb_icc()
     except ProfileError:
         return None
+
+
+def _rgb_to_xyz(primaries: tuple[tuple[float, float], ...], white: tuple[float, float]) -> np.ndarray:
+    """The 3 x 3 matrix from linear RGB with these primaries (x, y) and white point to CIE XYZ."""
+    columns = np.array([[x / y, 1.0, (1 - x - y) / y] for x, y in primaries]).T
+    wx, wy = white
+    scale = np.linalg.solve(columns, np.array([wx / wy, 1.0, (1 - wx - wy) / wy]))
+    return np.asarray(columns * scale, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=8)
+def _nclx_matrix(primaries: tuple[tuple[float, float], ...], white: tuple[float, float]) -> np.ndarray:
+    """Linear RGB in these primaries -> linear sRGB (same white: both nclx's P3 and BT.2020 are D65)."""
+    return np.asarray(np.linalg.inv(_rgb_to_xyz(SRGB_PRIMARIES_XY, D65_XY)) @ _rgb_to_xyz(primaries, white),
+                      dtype=np.float32)
+
+
+def nclx_to_srgb(image: Image.Image, nclx: object) -> Image.Image | None:
+    """An RGB picture whose HEIF colour box (``nclx``, as pi-heif gives it: codes and primaries) names primaries
+    other than sRGB's (Display P3, BT.2020), without an ICC profile, converted to sRGB; None when there is
+    nothing to convert or the box says something this does not handle (an HDR transfer, primaries missing).
+
+    Why by hand: LittleCMS builds profiles from primaries, but Pillow's ImageCms does not expose that, and the
+    conversion is a 3 x 3 matrix in linear light between two sRGB-curve encodings: decode the curve (a table),
+    the matrix, clip to sRGB's gamut (relative colorimetric: the colours inside are exact), encode with
+    rounding (a table of 16384 steps: under half a level near black)."""
+    if image.mode != "RGB" or not isinstance(nclx, dict):
+        return None
+    if nclx.get("color_primaries") in NCLX_SRGB_PRIMARIES or nclx.get("transfer_characteristics") not in \
+            NCLX_SDR_TRANSFERS:
+        return None
+    try:
+        primaries = tuple((float(nclx[f"color_primary_{c}_x"]), float(nclx[f"color_primary_{c}_y"]))
+                          for c in ("red", "green", "blue"))
+        white = (float(nclx["color_primary_white_x"]), float(nclx["color_primary_white_y"]))
+        matrix = _nclx_matrix(primaries, white)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, np.linalg.LinAlgError):
+        return None
+    if not np.isfinite(matrix).all():
+        return None
+    rgb = np.asarray(image)
+    out = np.empty_like(rgb)
+    decode_table, encode_table = _srgb_tables()
+    for top in range(0, rgb.shape[0], NCLX_BAND_ROWS):
+        band = decode_table[rgb[top:top + NCLX_BAND_ROWS]] @ matrix.T
+        steps = np.clip(band * (len(encode_table) - 1) + 0.5, 0, len(encode_table) - 1).astype(np.int32)
+        out[top:top + NCLX_BAND_ROWS] = encode_table[steps]
+    return Image.fromarray(out, "RGB")
+
+
+@functools.lru_cache(maxsize=1)
+def _srgb_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(u8 code -> linear float32, linear in 16384 steps -> rounded u8 code) for sRGB's curve."""
+    codes = np.arange(256, dtype=np.float64) / 255
+    linear = np.where(codes <= 0.04045, codes / 12.92, ((codes + 0.055) / 1.055) ** 2.4)
+    steps = np.linspace(0.0, 1.0, 16384)
+    encoded = np.where(steps <= 0.0031308, steps * 12.92, 1.055 * steps ** (1 / 2.4) - 0.055)
+    return linear.astype(np.float32), np.clip(np.rint(encoded * 255), 0, 255).astype(np.uint8)

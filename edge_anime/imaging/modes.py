@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageFile
 
 from ..errors import InputError
-from .colour import ProfileError, colour_space, convertible, srgb_icc, to_srgb
+from .colour import ProfileError, colour_space, convertible, nclx_to_srgb, srgb_icc, to_srgb
 
 log = logging.getLogger(__name__)
 
@@ -159,5 +159,9 @@ def to_rgb_alpha(im: Image.Image, *, label: str) -> tuple[Image.Image, Image.Ima
         colour = im if mode in ("RGB", "L") else im.convert("RGB")
     else:
         raise InputError(f"{label}: unsupported colour mode {mode!r}", stage="decode")
+    if icc is None and "nclx_profile" in im.info:  # a HEIF's colour box, no profile: Display P3 from some phones
+        converted = nclx_to_srgb(colour, im.info["nclx_profile"])
+        if converted is not None:
+            return converted, alpha, srgb_icc()
     rgb, kept = _managed(colour, icc, label)
     return rgb, alpha, kept
