@@ -327,14 +327,14 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
     with Stylizer(config) as stylizer:
         pipeline = next(iter(stylizer._compiled.values())).pipeline
         assert pipeline.faces is not None
-        detect = pipeline.faces.detect
+        find = pipeline.faces.find
 
-        def counting(rgb: np.ndarray, *, name: str = "") -> list[Face]:
-            faces = detect(rgb, name=name)
-            seen.append(len(faces))
-            return faces
+        def counting(rgb: np.ndarray) -> tuple[list[Face], int]:
+            faces, found = find(rgb)
+            seen.append(found)
+            return faces, found
 
-        pipeline.faces.detect = counting  # type: ignore[method-assign]  # counts the calls, runs the real one
+        pipeline.faces.find = counting  # type: ignore[method-assign]  # counts the calls, runs the real one
         result = stylizer.run_clip(src, tmp_path / "out.mp4")
     assert result.frames == 12 and (tmp_path / "out.mp4").is_file()
     assert seen == [1] * 12, seen

@@ -47,11 +47,20 @@ class FaceRestyler:
     def detect(self, rgb: np.ndarray, *, name: str = "") -> list[Face]:
         """The faces to restyle in ``rgb``, largest first, at most ``image.faces_max`` (said in the log when
         more were found)."""
+        faces, found = self.find(rgb)
+        if found > len(faces):
+            self.say_capped(name, found)
+        return faces
+
+    def find(self, rgb: np.ndarray) -> tuple[list[Face], int]:
+        """``detect`` without the log line: (the faces to restyle, how many were found); a clip says the cap once
+        for the clip, not once a frame."""
         faces = self.detector.detect(rgb, min_px=self.min_px)
-        if len(faces) > self.max_faces:
-            log.info("faces: %s: %d faces found, the %d largest restyled (image.faces_max)", name or "picture",
-                     len(faces), self.max_faces)
-        return faces[:self.max_faces]
+        return faces[:self.max_faces], len(faces)
+
+    def say_capped(self, name: str, found: int) -> None:
+        log.info("faces: %s: %d faces found, the %d largest restyled (image.faces_max)", name or "picture", found,
+                 self.max_faces)
 
     def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
               slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:

@@ -40,6 +40,7 @@ class FaceTrack:
 
     def __init__(self) -> None:
         self._tracks: list[_Track] = []
+        self.cap_said = False  # image.faces_max was said in the log for this clip (once a clip, not a frame)
 
     def update(self, faces: list[Face]) -> list[Face]:
         taken: set[int] = set()

@@ -274,7 +274,11 @@ def _faces(clip: _Clip, rgb: np.ndarray, track: FaceTrack | None) -> tuple[Face,
     before (``faces.track``), so a restyled face neither jitters nor blinks; None when faces are off."""
     if track is None or clip.pipeline.faces is None:
         return None
-    return tuple(track.update(clip.pipeline.faces.detect(rgb, name=clip.src.name)))
+    faces, found = clip.pipeline.faces.find(rgb)
+    if found > len(faces) and not track.cap_said:
+        clip.pipeline.faces.say_capped(clip.src.name, found)
+        track.cap_said = True
+    return tuple(track.update(faces))
 
 
 def _check_frame(clip: _Clip, frame: Any, index: int, stream: Any) -> None:
