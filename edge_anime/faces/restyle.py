@@ -39,6 +39,8 @@ class FaceRestyler:
         self._feather = mask(self.crop_px)
         self._own_detector = detector is None
         self.detector = detector if detector is not None else FaceDetector(config.device)
+        log.info("faces: on (image.faces: auto): faces of %d px and more, at most %d a picture, restyled in %s at "
+                 "%d px (docs/faces.md)", self.min_px, self.max_faces, engine.model_info.style, self.crop_px)
 
     def close(self) -> None:
         if self._own_detector:
