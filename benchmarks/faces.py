@@ -5,7 +5,8 @@
 - **Recall**: group shots composed from ``../shared/photos`` (tests/facesets.py: 2-6 faces of 60-300 px pasted on a
   scene at 1024 px), faces of >= 80 px found (IoU > 0.3 with the pasted box), false faces on the groups and on the
   scene photos at 1024 px (people in some scenes are real faces; none is >= ``image.faces_min_px``).
-- **Time**: one Stylizer per setting, warm, on group shots with exactly 4 faces at 1024 px; ``stylize`` of each
+- **Time**: one Stylizer per setting, warm, on group shots with exactly 4 faces of 80-200 px (all restyled by
+  the bundled styles) at 1024 px; ``stylize`` of each
   shot with faces off and on alternately, ``--rounds`` times; the ratio of the medians (the issue's <= 1.5x).
 - **Seam**: for each face, the PSNR of the 8 px band on both sides of the paste's border against the whole
   picture's result (tests/test_faces.py's check), the minimum over every face.
@@ -157,7 +158,7 @@ def main() -> None:
         style = _style_copy(folder, args.crop, args.style)
         cache = REPO / "benchmarks" / "results" / "ovcache"
         shots = []
-        for index, group in enumerate(groups(PHOTOS_DIR, args.shots, seed=11, faces=(4, 4), sizes=(80.0, 300.0))):
+        for index, group in enumerate(groups(PHOTOS_DIR, args.shots, seed=11, faces=(4, 4), sizes=(80.0, 200.0))):
             shots.append(folder / f"four_{index}.jpg")
             group.image.save(shots[-1], quality=95)
         with Stylizer(_config(folder, style, "off", cache)) as off, Stylizer(_config(folder, style, "auto", cache)) as on:
@@ -167,11 +168,15 @@ def main() -> None:
                 off.run(shot)
                 on.run(shot)
             data = {"machine": machine(), "style": args.style, "crop_px": restyler.crop_px,
+                    "variant": on.engine.model_info.variant_name,
+                    "precision": on.engine.effective.get("INFERENCE_PRECISION_HINT"),
                     "recall": recall(on, PHOTOS_DIR, args.groups), "time": timing(off, on, shots, args.rounds),
                     "seam": seams(on, shots)}
             if args.sheet is not None:
                 sheet(off, on, shots, args.sheet)
-    rows = [{"what": "recall", **data["recall"]}, {"what": "time", **data["time"]}, {"what": "seam", **data["seam"]}]
+    rows = [{"what": "recall", **data["recall"]},
+            {"what": "time", "variant": data["variant"], "precision": data["precision"], **data["time"]},
+            {"what": "seam", **data["seam"]}]
     table = "\n\n".join(markdown_table([row], list(row)) for row in rows)
     write_results(f"faces_{args.style}_{data['crop_px']}", data, table)
 

@@ -42,9 +42,9 @@ def detector() -> FaceDetector:
 
 
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
-    """The seeded style with faces cropped at 128 px (a test's budget), faces on, palette and tone off so the
-    pixels outside the faces are the whole picture's own."""
-    style = style_with(random_ir, folder, "faces", {"crop_px": 128, "scale": 2.0})
+    """The seeded style with faces cropped at 256 px and 1.5 face boxes (a test's budget: faces of 64-213 px are
+    restyled), faces on, palette and tone off so the pixels outside the faces are the whole picture's own."""
+    style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})
     return write_config({"model": {"path": str(style)},
                          "image": {"faces": "auto", "tone": "off", "palette": "off", "max_side": 1024, **image}})
 
@@ -172,7 +172,7 @@ def test_group_shots_stylized_with_faces_have_no_seam(write_config: Callable[...
 # -- entry points: the API and what a result says ----------------------------------------------------------
 def test_api_result_carries_the_faces_in_output_pixels(write_config: Callable[..., Path], random_ir: Path,
                                                        tmp_path: Path, shared_photos: Path) -> None:
-    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3))[0]
+    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(100.0, 250.0))[0]
     src = tmp_path / "group.jpg"
     group.image.save(src, quality=95)
     small = load_config(_config(write_config, tmp_path, random_ir, max_side=600, upscale_to_original=True))
@@ -208,12 +208,14 @@ def test_a_face_cut_by_the_edge(write_config: Callable[..., Path], random_ir: Pa
     cut = rgb[:, x0 + (x1 - x0) // 3:]  # a third of the face off the left edge
     src = tmp_path / "edge.png"
     Image.fromarray(cut).save(src)
-    with Stylizer(load_config(_config(write_config, tmp_path, random_ir))) as stylizer:
+    with Stylizer(load_config(_config(write_config, tmp_path, random_ir, max_side=400))) as stylizer:
         result = stylizer.run(src)
-    assert result.image is not None and result.image.size == (cut.shape[1], cut.shape[0])
+    assert result.image is not None and result.out_size is not None
+    width, height = result.out_size
+    assert height == 400 and abs(width / height - cut.shape[1] / cut.shape[0]) < 0.01
     assert len(result.faces) == 1
     x, y, w, h = result.faces[0]
-    assert x == 0 and w > 0 and h > 0 and x + w <= cut.shape[1] and y + h <= cut.shape[0]
+    assert x == 0 and w > 0 and h > 0 and x + w <= width and y + h <= height
 
 
 def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[..., Path], random_ir: Path,
@@ -223,11 +225,14 @@ def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[...
     band = rgb[y0 + 60:y1 - 60, :]  # a wide strip through the face: the face is taller than the picture
     src = tmp_path / "strip.png"
     Image.fromarray(band).save(src)
-    with Stylizer(load_config(_config(write_config, tmp_path, random_ir))) as stylizer:
-        result = stylizer.run(src)
-    assert result.image is not None and result.image.size == (band.shape[1], band.shape[0])
-    for x, y, w, h in result.faces:
-        assert x >= 0 and y >= 0 and x + w <= band.shape[1] and y + h <= band.shape[0]
+    with Stylizer(load_config(_config(write_config, tmp_path, random_ir, max_side=300))) as stylizer:
+        result = stylizer.run(src)  # ~300 x 100 px with a ~140 px face in it
+    assert result.image is not None and result.out_size is not None
+    width, height = result.out_size
+    assert width == 300 and height < 110
+    assert len(result.faces) == 1
+    x, y, w, h = result.faces[0]
+    assert x >= 0 and y == 0 and h == height and x + w <= width  # the face's box is cut to the picture
 
 
 def test_fifty_faces_restyle_the_largest_eight(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
@@ -280,7 +285,7 @@ def test_face_restyler_uses_the_face_styles_crop(write_config: Callable[..., Pat
     with Stylizer(config) as stylizer:
         restyler = next(iter(stylizer._compiled.values())).pipeline.faces
         assert isinstance(restyler, FaceRestyler)
-        assert (restyler.crop_px, restyler.scale) == (128, 2.0)
+        assert (restyler.crop_px, restyler.scale) == (256, 1.5)
 
 
 # -- clips: faces followed across frames -------------------------------------------------------------------
@@ -345,9 +350,9 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
 def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., Path], random_ir: Path,
                                                     tmp_path: Path, shared_photos: Path,
                                                     services: list[Service]) -> None:
-    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 250.0))[0]
+    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 200.0))[0]
     port = _free_port()
-    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 128, "scale": 2.0})
+    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
     cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800},
                         "service": {"metrics": {"enabled": True, "port": port}}})
     svc = start(services, cfg, tmp_path / "service.log")
@@ -366,9 +371,9 @@ def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., 
 @pytest.mark.slow
 def test_http_answers_with_the_faces_it_restyled(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
                                                  shared_photos: Path) -> None:
-    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 250.0))[0]
+    group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 200.0))[0]
     port = _free_port()
-    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 128, "scale": 2.0})
+    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
     cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800}, "http": {"port": port}})
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
