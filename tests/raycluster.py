@@ -25,6 +25,8 @@ import psutil
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0
+PROBE_TIMEOUT_S = 30.0  # one driver's look at the cluster: a ray.init that hangs is killed and tried again
+START_ATTEMPTS = 2  # a cluster that does not come up is stopped and started again once, on new ports
 
 
 def free_port() -> int:
@@ -136,8 +138,13 @@ class RayCluster:
             for node in self.nodes:
                 if node.starter.poll() is not None and node.head:
                     raise RuntimeError(f"ray start --head exited {node.starter.returncode}: {self.start_log(node)}")
-            done = subprocess.run([sys.executable, "-c", script, self.address], capture_output=True, text=True,
-                                  timeout=timeout, check=False, env=self.client_env())
+            left = max(1.0, min(PROBE_TIMEOUT_S, deadline - time.monotonic()))
+            try:
+                done = subprocess.run([sys.executable, "-c", script, self.address], capture_output=True, text=True,
+                                      timeout=left, check=False, env=self.client_env())
+            except subprocess.TimeoutExpired:  # ray.init waits on a GCS it cannot reach yet: look again
+                seen = f"a driver's ray.init did not return within {left:.0f} s"
+                continue
             seen = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
             if seen == str(count):
                 return
@@ -158,15 +165,29 @@ class RayCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> RayCluster:
-        try:
-            self._start(head=True)
-            for _ in range(self.nodes_wanted - 1):
-                self._start(head=False)
-            self.wait_for_nodes(self.nodes_wanted)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        """Start the cluster; once more on new ports if it does not come up. Why: each port is picked free here
+        and bound by Ray a moment later, and another test file's cluster starting at the same time can take
+        one in between (seen once in CI: a driver then waited on the head for the whole start timeout)."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start(head=True)
+                for _ in range(self.nodes_wanted - 1):
+                    self._start(head=False)
+                self.wait_for_nodes(self.nodes_wanted)
+                return self
+            except (AssertionError, RuntimeError):
+                logs = "\n".join(self.start_log(node) for node in self.nodes)
+                self.stop()
+                if attempt == START_ATTEMPTS:
+                    raise
+                print(f"raycluster: attempt {attempt} did not come up; starting again on new ports:\n{logs}",
+                      file=sys.stderr)
+                self.nodes, self.address = [], ""
+                self.root = Path(tempfile.mkdtemp(prefix="ea-ray-", dir="/tmp"))
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
