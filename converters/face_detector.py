@@ -30,6 +30,7 @@ from PIL import Image
 
 from edge_anime.errors import UserError
 from edge_anime.faces.anchors import decode, iou, ssd_anchors, weighted_nms
+from edge_anime.faces.detect import letterbox
 from edge_anime.models import MANIFEST_FORMAT, sha256_file
 
 from .convert import FOLDER_MODE, _umask
@@ -102,17 +103,6 @@ def build(tflite: Path) -> ov.Model:
     return out
 
 
-def letterbox(image: Image.Image, side: int) -> np.ndarray:
-    """The picture fitted into a black ``side`` square, top-left: what the runtime feeds the detector."""
-    rgb = image.convert("RGB")
-    scale = side / max(rgb.size)
-    fitted = rgb.resize((max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale))),
-                        Image.Resampling.BILINEAR)
-    square = np.zeros((side, side, 3), np.uint8)
-    square[:fitted.height, :fitted.width] = np.asarray(fitted)
-    return square
-
-
 def litert_raw(tflite: Path, squares: list[np.ndarray]) -> list[np.ndarray]:
     """The source framework's outputs (N x 17, regressors then score) for each square, float input in [-1, 1]."""
     try:
@@ -161,7 +151,7 @@ def verification_pictures(photos: Path | None) -> list[tuple[str, np.ndarray]]:
     if photos is not None and photos.is_dir():
         for path in sorted(photos.glob("face_*.jpg")) + sorted(photos.glob("street_*.jpg")):
             with Image.open(path) as image:
-                pictures.append((path.stem, letterbox(image, INPUT_PX)))
+                pictures.append((path.stem, letterbox(np.asarray(image.convert("RGB")), INPUT_PX)))
     rng = np.random.default_rng(0)
     pictures.append(("synthetic_noise", rng.integers(0, 256, (INPUT_PX, INPUT_PX, 3), dtype=np.uint8)))
     pictures.append(("synthetic_grey", np.full((INPUT_PX, INPUT_PX, 3), 128, np.uint8)))

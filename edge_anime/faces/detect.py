@@ -130,16 +130,22 @@ class FaceDetector:
     def _view(self, rgb: np.ndarray, x0: int, y0: int, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Detections in the square window (x0, y0, side) of the picture, black beyond its edges, in picture px."""
         n = self.spec.input_px
-        window = rgb[y0:y0 + side, x0:x0 + side]
-        scale = n / side
-        fitted = Image.fromarray(window).resize((max(1, round(window.shape[1] * scale)),
-                                                 max(1, round(window.shape[0] * scale))), Image.Resampling.BILINEAR)
-        square = np.zeros((n, n, 3), np.uint8)
-        square[:fitted.height, :fitted.width] = np.asarray(fitted)
+        square = letterbox(rgb[y0:y0 + side, x0:x0 + side], n, scale=n / side)
         boxes, landmarks, scores = decode(self.engine.infer(square), self.anchors, n)
         keep = scores > self.spec.score_min
         offset = np.array([x0, y0], dtype=np.float32)
         return (boxes[keep] * side + np.tile(offset, 2), landmarks[keep] * side + offset, scores[keep])
+
+
+def letterbox(rgb: np.ndarray, side: int, *, scale: float | None = None) -> np.ndarray:
+    """``rgb`` resized by ``scale`` (default: its longer side to ``side``) into the top-left of a black ``side``
+    square: what the detector is fed, here and in the converter's check against LiteRT."""
+    scale = side / max(rgb.shape[:2]) if scale is None else scale
+    fitted = Image.fromarray(rgb).resize((max(1, round(rgb.shape[1] * scale)), max(1, round(rgb.shape[0] * scale))),
+                                         Image.Resampling.BILINEAR)
+    square = np.zeros((side, side, 3), np.uint8)
+    square[:fitted.height, :fitted.width] = np.asarray(fitted)
+    return square
 
 
 def views(width: int, height: int, min_px: int) -> list[tuple[int, int, int]]:
