@@ -97,3 +97,27 @@ def test_lines_scale_with_the_picture() -> None:
     dark_big = (toonify(big, params=STYLES["toon"]).mean(axis=2) < 40).mean()
     dark_small = (toonify(small, params=STYLES["toon"]).mean(axis=2) < 40).mean()
     assert dark_big == pytest.approx(dark_small, rel=0.5), "ink covers a similar share of the picture at both sizes"
+
+
+def _foliage(size_px: int = 160) -> np.ndarray:
+    """Green leaf texture (isotropic blobs of light and shade) crossed by one long dark trunk."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(3)
+    noise = ndimage.gaussian_filter(rng.normal(0, 1, (size_px, size_px)), 1.5)
+    shade = np.clip(0.5 + 0.35 * noise / noise.std(), 0, 1)[..., None]
+    img = shade * np.array([70, 150, 40]) + (1 - shade) * np.array([20, 60, 15])
+    img[:, size_px // 2 - 3 : size_px // 2 + 3] = (60, 40, 30)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def test_toon2_keeps_ink_off_foliage_but_on_a_trunk() -> None:
+    """Issue 41: leaves got scattered black confetti; the v2 target leaves texture un-inked, outlines kept."""
+    photo = _foliage()
+    v1 = toonify(photo, params=STYLES["toon"]).max(axis=2)  # ink is near black in every channel; dark leaves
+    v2 = toonify(photo, params=STYLES["toon2"]).max(axis=2)  # keep their green
+    leaves = np.s_[8:-8, 8:60]
+    ink_v1, ink_v2 = (v1[leaves] < 30).mean(), (v2[leaves] < 30).mean()
+    assert ink_v2 <= 0.5 * ink_v1 + 0.002, f"confetti on foliage: v2 {ink_v2:.3f} of pixels inked, v1 {ink_v1:.3f}"
+    trunk_edge = v2[8:-8, 72:89]
+    assert (trunk_edge.min(axis=1) < 30).mean() > 0.8, "the trunk's outline is drawn along its length"
