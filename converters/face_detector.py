@@ -13,7 +13,6 @@ are compared, and the figures go into the manifest like a style's PSNR.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,19 +164,9 @@ def manifest(source_sha256: str, xml: Path, bin_path: Path, checks: list[Check])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m converters.face_detector", description=__doc__.splitlines()[0])
-    parser.add_argument("--tflite", type=Path, default=SOURCE, help="MediaPipe's face_detection_full_range.tflite")
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the folder written (replaced whole)")
-    parser.add_argument("--photos", type=Path, default=REPO.parent / "shared" / "photos",
-                        help="verification photos (face_*.jpg, street_*.jpg); synthetic ones are always added")
-    args = parser.parse_args(argv)
-    try:
-        written = convert(tflite=args.tflite, output=args.output, photos=args.photos)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {written}")
-    return 0
+    return tflite_ir.main(argv, prog="python -m converters.face_detector", doc=__doc__, convert=convert,
+                          default_source=SOURCE, source_help="MediaPipe's face_detection_full_range.tflite",
+                          default_output=DEFAULT_OUTPUT, repo=REPO)
 
 
 if __name__ == "__main__":

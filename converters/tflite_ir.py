@@ -8,12 +8,14 @@ folder (IR, manifest with digests and the verification, licence) whole or not at
 """
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import openvino as ov
 from openvino import opset13 as ops
@@ -159,3 +161,25 @@ https://www.apache.org/licenses/LICENSE-2.0. Where it came from: `converters/ass
 
 Copyright {year} The MediaPipe Authors. Changes made: {changes}
 """
+
+
+class Convert(Protocol):
+    def __call__(self, *, tflite: Path, output: Path, photos: Path | None) -> Path: ...
+
+
+def main(argv: list[str] | None, *, prog: str, doc: str | None, convert: Convert, default_source: Path,
+         source_help: str, default_output: Path, repo: Path) -> int:
+    """A converter's command line: the TFLite file, the folder written, the verification photos."""
+    parser = argparse.ArgumentParser(prog=prog, description=(doc or "").splitlines()[0])
+    parser.add_argument("--tflite", type=Path, default=default_source, help=source_help)
+    parser.add_argument("--output", type=Path, default=default_output, help="the folder written (replaced whole)")
+    parser.add_argument("--photos", type=Path, default=repo.parent / "shared" / "photos",
+                        help="verification photos (face_*.jpg, street_*.jpg); synthetic pictures are always added")
+    args = parser.parse_args(argv)
+    try:
+        written = convert(tflite=args.tflite, output=args.output, photos=args.photos)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {written}")
+    return 0

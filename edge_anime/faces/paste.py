@@ -76,18 +76,19 @@ def _affine(matrix: np.ndarray, dx: float = 0.0, dy: float = 0.0) -> tuple[float
     return (float(a), float(b), float(c + a * dx + b * dy), float(d), float(e), float(f + d * dx + e * dy))
 
 
-def crop(rgb: np.ndarray, place: Placement) -> np.ndarray:
-    """The face's aligned crop (crop_px square, u8 RGB), edge pixels replicated where it leaves the picture."""
+def crop(rgb: np.ndarray, place: Placement, *, resample: Image.Resampling = Image.Resampling.BICUBIC) -> np.ndarray:
+    """The face's aligned crop (crop_px square, u8 RGB), edge pixels replicated where it leaves the picture.
+    ``resample``: bicubic for the restyled crop; the landmark model's is bilinear, as MediaPipe's, and 3x faster."""
     height, width = rgb.shape[:2]
     reach = math.ceil(place.side * 0.75) + 2  # the crop's half diagonal, and a little
     x0, y0 = math.floor(place.cx) - reach, math.floor(place.cy) - reach
     rows = np.clip(np.arange(y0, y0 + 2 * reach), 0, height - 1)
     cols = np.clip(np.arange(x0, x0 + 2 * reach), 0, width - 1)
-    region = Image.fromarray(np.ascontiguousarray(rgb[rows[:, None], cols[None, :]]))
+    region = Image.fromarray(np.ascontiguousarray(rgb.take(rows, axis=0).take(cols, axis=1)))  # 2.5x a 2-D index
     data = _affine(place.crop_to_picture())
     data = (data[0], data[1], data[2] - x0, data[3], data[4], data[5] - y0)
     return np.asarray(region.transform((place.crop_px, place.crop_px), Image.Transform.AFFINE, data,
-                                       resample=Image.Resampling.BICUBIC))
+                                       resample=resample))
 
 
 def mask(crop_px: int) -> np.ndarray:
