@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -26,6 +28,11 @@ from ..errors import ModelError
 from ..locations import bundled_models_dir
 from ..models import ModelInfo, load_model_info
 from .anchors import decode, ssd_anchors, weighted_nms
+
+if TYPE_CHECKING:
+    from ..runtime.engine import Engine
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +84,24 @@ class DetectorSpec:
 
     @classmethod
     def from_manifest(cls, info: ModelInfo) -> DetectorSpec:
-        section = info.manifest.get("detector")
-        try:
-            assert isinstance(section, dict)
-            return cls(int(section["input_px"]), tuple(int(s) for s in section["strides"]),
-                       bool(section["interpolated"]), float(section["score_min"]), float(section["nms_iou"]))
-        except (AssertionError, KeyError, TypeError, ValueError):
-            raise ModelError(f"{info.directory}/manifest.yaml: 'detector' must give input_px, strides, "
-                             "interpolated, score_min and nms_iou; re-run python -m converters.face_detector") from None
+        return read_section(info, "detector", lambda s: cls(
+            int(s["input_px"]), tuple(int(x) for x in s["strides"]), bool(s["interpolated"]), float(s["score_min"]),
+            float(s["nms_iou"])), fields="input_px, strides, interpolated, score_min and nms_iou",
+            converter="converters.face_detector")
+
+
+def read_section(info: ModelInfo, key: str, read: Callable[[dict[str, Any]], T], *, fields: str, converter: str
+                 ) -> T:
+    """``read`` of the manifest's ``key:`` mapping (a bundled model's decoding, written by its converter); a missing
+    or malformed one is a ModelError naming the fields and the command that writes them."""
+    section = info.manifest.get(key)
+    try:
+        if not isinstance(section, dict):
+            raise TypeError(key)
+        return read(section)
+    except (KeyError, TypeError, ValueError):
+        raise ModelError(f"{info.directory}/manifest.yaml: '{key}' must give {fields}; re-run python -m "
+                         f"{converter}") from None
 
 
 def detector_info() -> ModelInfo:
@@ -96,15 +113,10 @@ class FaceDetector:
     """``detect(rgb)``: every face of at least ``min_px`` in an H x W x 3 u8 picture, largest first."""
 
     def __init__(self, device: DeviceSection, *, info: ModelInfo | None = None) -> None:
-        from ..runtime.engine import Engine  # OpenVINO is imported here, not when edge_anime.faces is
-
         info = info if info is not None else detector_info()
         self.spec = DetectorSpec.from_manifest(info)
-        side = self.spec.input_px
-        own = device.model_copy(update={"performance_hint": "LATENCY", "num_streams": "auto", "num_requests": "auto",
-                                        "inference_num_threads": "auto", "inference_precision": "f32"})
-        self.engine = Engine(info, own, first_shape=(side, side))
-        self.anchors = ssd_anchors(side, self.spec.strides, interpolated=self.spec.interpolated)
+        self.engine = square_engine(info, device, self.spec.input_px)
+        self.anchors = ssd_anchors(self.spec.input_px, self.spec.strides, interpolated=self.spec.interpolated)
 
     def close(self) -> None:
         self.engine.close()
@@ -135,6 +147,17 @@ class FaceDetector:
         keep = scores > self.spec.score_min
         offset = np.array([x0, y0], dtype=np.float32)
         return (boxes[keep] * side + np.tile(offset, 2), landmarks[keep] * side + offset, scores[keep])
+
+
+def square_engine(info: ModelInfo, device: DeviceSection, side: int) -> Engine:
+    """The ``Engine`` for a small bundled model of one ``side`` square input (the detector, the landmarks): the
+    LATENCY hint and f32 whatever the styles' settings, because one stream is all such a model can use and f32 keeps
+    its outputs those the converter verified against LiteRT."""
+    from ..runtime.engine import Engine  # OpenVINO is imported here, not when edge_anime.faces is
+
+    own = device.model_copy(update={"performance_hint": "LATENCY", "num_streams": "auto", "num_requests": "auto",
+                                    "inference_num_threads": "auto", "inference_precision": "f32"})
+    return Engine(info, own, first_shape=(side, side))
 
 
 def letterbox(rgb: np.ndarray, side: int, *, scale: float | None = None) -> np.ndarray:

@@ -24,10 +24,9 @@ import numpy as np
 from PIL import Image
 
 from ..config import DeviceSection
-from ..errors import ModelError
 from ..locations import bundled_models_dir
 from ..models import ModelInfo, load_model_info
-from .detect import Face, eye_angle
+from .detect import Face, eye_angle, read_section, square_engine
 from .paste import Placement, crop
 
 LANDMARKS_DIR = Path("detectors") / "facemesh"  # under the bundled models folder
@@ -85,14 +84,9 @@ class MeshSpec:
 
     @classmethod
     def from_manifest(cls, info: ModelInfo) -> MeshSpec:
-        section = info.manifest.get("landmarks")
-        try:
-            assert isinstance(section, dict)
-            return cls(int(section["input_px"]), int(section["points"]), float(section["roi_scale"]),
-                       float(section["presence_min"]))
-        except (AssertionError, KeyError, TypeError, ValueError):
-            raise ModelError(f"{info.directory}/manifest.yaml: 'landmarks' must give input_px, points, roi_scale "
-                             "and presence_min; re-run python -m converters.face_landmarks") from None
+        return read_section(info, "landmarks", lambda s: cls(
+            int(s["input_px"]), int(s["points"]), float(s["roi_scale"]), float(s["presence_min"])),
+            fields="input_px, points, roi_scale and presence_min", converter="converters.face_landmarks")
 
 
 def landmarks_info() -> ModelInfo:
@@ -127,14 +121,9 @@ class FaceLandmarker:
     """``landmarks(rgb, face)``: the 468 points of a face the detector found in an H x W x 3 u8 picture."""
 
     def __init__(self, device: DeviceSection, *, info: ModelInfo | None = None) -> None:
-        from ..runtime.engine import Engine  # OpenVINO is imported here, not when edge_anime.faces is
-
         info = info if info is not None else landmarks_info()
         self.spec = MeshSpec.from_manifest(info)
-        side = self.spec.input_px
-        own = device.model_copy(update={"performance_hint": "LATENCY", "num_streams": "auto", "num_requests": "auto",
-                                        "inference_num_threads": "auto", "inference_precision": "f32"})
-        self.engine = Engine(info, own, first_shape=(side, side))
+        self.engine = square_engine(info, device, self.spec.input_px)
 
     def close(self) -> None:
         self.engine.close()
