@@ -162,8 +162,9 @@ class ImageSection(_Section):
     faces: Literal["auto", "off"] = "auto"  # auto: every face stylized again at its style's scale; edge_anime.faces
     faces_min_px: int = Field(default=64, ge=16, le=4096)  # smaller faces (box side, picture px) are left alone
     faces_max: int = Field(default=8, ge=1, le=64)  # at most this many faces a picture, the largest
+    portrait: Literal["auto", "off"] = "auto"  # auto: faces drawn as anime portraits (faces.portrait); needs faces
 
-    @field_validator("tone", "palette", "faces", mode="before")
+    @field_validator("tone", "palette", "faces", "portrait", mode="before")
     @classmethod
     def _yaml_off(cls, value: object) -> object:
         """``tone: off`` as a person writes it: YAML 1.1 (PyYAML) reads a bare off as false, and "expected

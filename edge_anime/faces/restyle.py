@@ -7,6 +7,13 @@ runs, per picture: ``detect`` (decode stage, on the planned picture), then after
 ``crop_px``, and the paste (``paste``), before the style's palette and tone guard, so they treat the picture as
 one. Faces are pasted smallest first, so where two overlap the larger one is on top.
 
+With ``image.portrait: auto`` (the default) every face is also *drawn* (``portrait``): its 468 landmarks
+(``landmarks``, MediaPipe's face mesh on the photo) place anime eyes, brows, nose, mouth, cel skin and a blush. A
+face small enough to restyle is drawn in its stylized crop before the paste (the crop is at the style's face
+scale, so a 64 px face is drawn with clean 3x supersampled shapes); a face larger than that (a selfie) is not
+restyled, the picture already paints it at that scale, and is drawn straight onto the picture. So faces of every
+size from ``image.faces_min_px`` up are drawn.
+
 Each face's inference takes one of the pipeline's inference slots, like a picture's: faces never put more
 inferences on the cores than ``engine.num_requests``.
 """
@@ -21,7 +28,9 @@ import numpy as np
 from ..config import Config
 from ..runtime.engine import Engine
 from .detect import Face, FaceDetector
+from .landmarks import FaceLandmarker, FaceMesh
 from .paste import Placement, crop, mask, paste
+from .portrait import draw_portrait
 
 log = logging.getLogger(__name__)
 # A face whose crop would shrink it by more than this is left as the whole picture drew it: the picture already
@@ -36,7 +45,8 @@ class FaceRestyler:
     """Detection and the face pass for one style's pipeline; ``engine`` is the face style's (by default the
     picture's own style)."""
 
-    def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None) -> None:
+    def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None,
+                 landmarker: FaceLandmarker | None = None) -> None:
         self.engine = engine
         self.min_px = config.image.faces_min_px
         self.max_faces = config.image.faces_max
@@ -45,13 +55,25 @@ class FaceRestyler:
         self._feather = mask(self.crop_px)
         self._own_detector = detector is None
         self.detector = detector if detector is not None else FaceDetector(config.device)
-        log.info("faces: on (image.faces: auto): faces of %d-%d px, at most %d a picture, restyled in %s at %d px "
-                 "(docs/faces.md)", self.min_px, round(self.crop_px * MAX_CROP_SHRINK / self.scale), self.max_faces,
-                 engine.model_info.style, self.crop_px)
+        self.largest = self.crop_px * MAX_CROP_SHRINK / self.scale  # faces up to this size are restyled
+        self.landmarker: FaceLandmarker | None = None
+        self._own_landmarker = landmarker is None
+        if config.image.portrait == "auto":
+            self.landmarker = landmarker if landmarker is not None else FaceLandmarker(config.device)
+            log.info("faces: on (image.faces: auto, image.portrait: auto): faces of %d px and more, at most %d a "
+                     "picture, drawn as anime portraits; those up to %d px first restyled in %s at %d px "
+                     "(docs/faces.md)", self.min_px, self.max_faces, round(self.largest), engine.model_info.style,
+                     self.crop_px)
+        else:
+            log.info("faces: on (image.faces: auto): faces of %d-%d px, at most %d a picture, restyled in %s at %d px "
+                     "(docs/faces.md)", self.min_px, round(self.largest), self.max_faces, engine.model_info.style,
+                     self.crop_px)
 
     def close(self) -> None:
         if self._own_detector:
             self.detector.close()
+        if self.landmarker is not None and self._own_landmarker:
+            self.landmarker.close()
 
     def detect(self, rgb: np.ndarray, *, name: str = "") -> list[Face]:
         """The faces to restyle in ``rgb``, largest first, at most ``image.faces_max`` (said in the log when
@@ -62,10 +84,11 @@ class FaceRestyler:
         return faces
 
     def find(self, rgb: np.ndarray) -> tuple[list[Face], int]:
-        """``detect`` without the log line: (the faces to restyle, how many were found); a clip says the cap once
-        for the clip, not once a frame."""
-        largest = self.crop_px * MAX_CROP_SHRINK / self.scale
-        faces = [f for f in self.detector.detect(rgb, min_px=self.min_px) if f.size <= largest]
+        """``detect`` without the log line: (the faces to restyle or draw, how many were found); a clip says the
+        cap once for the clip, not once a frame. Without the portrait, faces too large to restyle are left out."""
+        faces = self.detector.detect(rgb, min_px=self.min_px)
+        if self.landmarker is None:
+            faces = [f for f in faces if f.size <= self.largest]
         return faces[:self.max_faces], len(faces)
 
     def say_capped(self, name: str, found: int) -> None:
@@ -74,12 +97,35 @@ class FaceRestyler:
 
     def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
               slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:
-        """Paste each face of ``faces`` (in ``rgb``'s pixels), stylized on its own, into ``stylized`` (the whole
-        picture's result, the same size as ``rgb``, changed in place); returns the pixels each paste touched
-        (x0, y0, x1, y1), smallest face first."""
-        places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale)
-                  for face in sorted(faces, key=lambda f: f.size)]
-        places = [p for p in places if p.bounds(rgb.shape[1], rgb.shape[0]) is not None]
-        styled = self.engine.infer_all([crop(rgb, place) for place in places], slots=slots)
-        touched = [paste(stylized, face, place, self._feather) for place, face in zip(places, styled)]
+        """Paste each face of ``faces`` (in ``rgb``'s pixels), stylized on its own and drawn, into ``stylized`` (the
+        whole picture's result, the same size as ``rgb``, changed in place), and draw the faces too large to
+        restyle onto it; returns the pixels touched (x0, y0, x1, y1), smallest face first."""
+        ordered = sorted(faces, key=lambda f: f.size)
+        meshes = self._meshes(rgb, ordered)
+        small = [(face, mesh) for face, mesh in zip(ordered, meshes) if face.size <= self.largest]
+        places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale) for face, _ in small]
+        kept = [(place, mesh) for place, (_, mesh) in zip(places, small) if place.bounds(rgb.shape[1], rgb.shape[0])]
+        photos = [crop(rgb, place) for place, _ in kept]
+        styled = self.engine.infer_all(photos, slots=slots)
+        touched = []
+        for (place, mesh), restyled, photo in zip(kept, styled, photos):
+            if mesh is not None:
+                restyled = np.array(restyled)  # the engine's output may be read-only
+                draw_portrait(restyled, photo, _to_crop(mesh, place))
+            touched.append(paste(stylized, restyled, place, self._feather))
+        for face, mesh in zip(ordered, meshes):
+            if face.size > self.largest and mesh is not None:
+                touched.append(draw_portrait(stylized, rgb, mesh.points))
         return [box for box in touched if box is not None]
+
+    def _meshes(self, rgb: np.ndarray, faces: Sequence[Face]) -> list[FaceMesh | None]:
+        """Each face's landmarks with the portrait on; Nones without it."""
+        if self.landmarker is None or not faces:
+            return [None] * len(faces)
+        return self.landmarker.landmarks_many(rgb, faces)
+
+
+def _to_crop(mesh: FaceMesh, place: Placement) -> np.ndarray:
+    """The mesh's points (picture pixels) in the pixels of the face's restyle crop."""
+    m = place.picture_to_crop()
+    return np.asarray(np.asarray(mesh.points, np.float64) @ m[:, :2].T + m[:, 2])

@@ -1,0 +1,147 @@
+"""The portrait path (``image.portrait: auto``): faces of every size drawn with anime features by their landmarks.
+
+Real OpenVINO (the shipped detector and face mesh, the session's seeded-random style), real photos: scikit-image's
+astronaut (public domain, in the test extra, so these run without ../shared) and ../shared/photos where a test
+needs a selfie-sized face or a group shot.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from edge_anime import Stylizer
+from edge_anime.config import DeviceSection, load_config
+from edge_anime.faces import portrait
+from edge_anime.faces.detect import Face, FaceDetector
+from edge_anime.faces.landmarks import FaceLandmarker, FaceMesh
+from tests.conftest import style_with
+from tests.facesets import groups
+
+
+@pytest.fixture(scope="module")
+def models() -> tuple[FaceDetector, FaceLandmarker]:
+    return FaceDetector(DeviceSection()), FaceLandmarker(DeviceSection())
+
+
+@pytest.fixture(scope="module")
+def astronaut() -> np.ndarray:
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut())  # type: ignore[no-untyped-call]
+
+
+def _mesh(models: tuple[FaceDetector, FaceLandmarker], rgb: np.ndarray) -> FaceMesh:
+    detector, landmarker = models
+    (face, *_) = detector.detect(rgb, min_px=64)
+    mesh = landmarker.landmarks(rgb, face)
+    assert mesh is not None
+    return mesh
+
+
+def _near(rgb: np.ndarray, colour: np.ndarray, tolerance: float) -> int:
+    return int((np.abs(rgb.astype(np.float32) - colour).max(axis=2) <= tolerance).sum())
+
+
+def _eye_box(mesh: FaceMesh, upper: tuple[int, ...], lower: tuple[int, ...], pad: float) -> tuple[slice, slice]:
+    pts = mesh.points[list(upper + lower)]
+    x0, y0 = np.floor(pts.min(axis=0) - pad).astype(int)
+    x1, y1 = np.ceil(pts.max(axis=0) + pad).astype(int)
+    return slice(max(0, y0), y1), slice(max(0, x0), x1)
+
+
+def test_the_features_are_drawn_where_the_eyes_and_mouth_are(models: tuple[FaceDetector, FaceLandmarker],
+                                                             astronaut: np.ndarray) -> None:
+    mesh = _mesh(models, astronaut)
+    canvas = np.full_like(astronaut, 128)  # a flat grey "stylized" picture: anything drawn shows
+    box = portrait.draw_portrait(canvas, astronaut, mesh.points)
+    assert box is not None
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    for upper, lower in ((portrait.RIGHT_EYE_UPPER, portrait.RIGHT_EYE_LOWER),
+                         (portrait.LEFT_EYE_UPPER, portrait.LEFT_EYE_LOWER)):
+        eye = canvas[_eye_box(mesh, upper, lower, 0.15 * unit)]
+        assert _near(eye, portrait.INK, 24) > 20, "no lash line or pupil drawn"
+        assert _near(eye, portrait.HIGHLIGHT, 12) > 3, "no highlight in the iris"
+        assert _near(eye, portrait.EYE_WHITE, 12) > 4, "no eye white"
+    x0, y0, x1, y1 = box
+    outside = np.ones(canvas.shape[:2], bool)
+    outside[y0:y1, x0:x1] = False
+    assert (canvas[outside] == 128).all(), "the drawing reached past the box it returned"
+
+
+def test_the_drawing_is_deterministic_and_a_tiny_face_is_left_alone(models: tuple[FaceDetector, FaceLandmarker],
+                                                                    astronaut: np.ndarray) -> None:
+    mesh = _mesh(models, astronaut)
+    first, second = np.full_like(astronaut, 90), np.full_like(astronaut, 90)
+    portrait.draw_portrait(first, astronaut, mesh.points)
+    portrait.draw_portrait(second, astronaut, mesh.points)
+    assert np.array_equal(first, second)  # a still face in a clip is drawn the same in every frame
+    tiny = mesh.points * 0.02  # eyes a pixel apart: nothing to draw at that size
+    untouched = np.full_like(astronaut, 90)
+    assert portrait.draw_portrait(untouched, astronaut, tiny) is None
+    assert (untouched == 90).all()
+
+
+def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
+    style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})  # restyled up to 213 px
+    return write_config({"model": {"path": str(style)},
+                         "image": {"faces": "auto", "tone": "off", "palette": "off", "max_side": 1024, **image}})
+
+
+@pytest.mark.slow  # two Stylizers: ~25 s on a loaded 2-core box
+def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..., Path], random_ir: Path,
+                                                       tmp_path: Path, shared_photos: Path,
+                                                       models: tuple[FaceDetector, FaceLandmarker]) -> None:
+    src = shared_photos / "face_5.jpg"  # 862 px, one face of ~440 px: twice what the style restyles
+    drawn = load_config(_config(write_config, tmp_path, random_ir))
+    plain = drawn.model_copy(update={"image": drawn.image.model_copy(update={"portrait": "off"})})
+    with Stylizer(drawn) as stylizer:
+        on = stylizer.run(src)
+    with Stylizer(plain) as stylizer:
+        off = stylizer.run(src)
+    assert off.faces == [], "without the portrait a selfie is left to the picture"
+    assert len(on.faces) == 1 and on.faces[0][2] > 300
+    assert on.image is not None and off.image is not None
+    a, b = np.asarray(on.image), np.asarray(off.image)
+    with Image.open(src) as photo:
+        mesh = _mesh(models, np.asarray(photo.convert("RGB")))
+    eye = _eye_box(mesh, portrait.RIGHT_EYE_UPPER, portrait.RIGHT_EYE_LOWER, 10)
+    assert _near(a[eye], portrait.INK, 24) > 50 and _near(a[eye], portrait.EYE_WHITE, 12) > 50
+    assert np.array_equal(a[:40, :40], b[:40, :40]) and np.array_equal(a[:40, -40:], b[:40, -40:])
+
+
+@pytest.mark.slow
+def test_small_faces_of_a_group_are_restyled_and_drawn(write_config: Callable[..., Path], random_ir: Path,
+                                                       tmp_path: Path, shared_photos: Path) -> None:
+    group = groups(shared_photos, 1, seed=11, long_side=900, faces=(3, 3), sizes=(90.0, 180.0))[0]
+    src = tmp_path / "group.png"
+    group.image.save(src)
+    config = load_config(_config(write_config, tmp_path, random_ir))
+    plain = config.model_copy(update={"image": config.image.model_copy(update={"portrait": "off"})})
+    with Stylizer(config) as stylizer:
+        on = stylizer.run(src)
+    with Stylizer(plain) as stylizer:
+        off = stylizer.run(src)
+    assert len(on.faces) == 3 and on.faces == off.faces  # the same faces, restyled both ways
+    a, b = np.asarray(on.image), np.asarray(off.image)
+    for x, y, w, h in on.faces:
+        face_on, face_off = a[y:y + h, x:x + w], b[y:y + h, x:x + w]
+        assert _near(face_on, portrait.INK, 24) > _near(face_off, portrait.INK, 24) + 10, (x, y, w, h)
+
+
+def test_a_face_the_mesh_does_not_see_is_only_restyled(write_config: Callable[..., Path], random_ir: Path,
+                                                       tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    noise = rng.integers(0, 256, (320, 320, 3), dtype=np.uint8)
+    fake = Face((110.0, 110.0, 210.0, 210.0), np.array([[140, 150], [180, 150], [160, 170], [160, 190],
+                                                          [120, 150], [200, 150]], np.float32), 0.9)
+    with Stylizer(load_config(_config(write_config, tmp_path, random_ir))) as stylizer:
+        faces = next(iter(stylizer._compiled.values())).pipeline.faces
+        assert faces is not None and faces.landmarker is not None
+        assert faces.landmarker.landmarks(noise, fake) is None
+        whole = stylizer.engine.infer(noise)
+        result = whole.copy()
+        assert len(faces.apply(result, noise, [fake])) == 1  # restyled and pasted, nothing drawn, no error
