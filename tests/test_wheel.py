@@ -190,6 +190,26 @@ def test_watch_folder_with_only_a_root_turns_one_photo_into_one_output(installed
     assert list((root / "inbox").iterdir()) == [] and list((root / "failed").iterdir()) == []
 
 
+def test_the_face_models_ship_hash_checked_and_run_without_torch(installed: Installed, empty: Path) -> None:
+    """The detector and the landmark IR (models/detectors/) come with the wheel, load with their digests checked,
+    and find a face's landmarks; neither is listed as a style."""
+    probe = ("import numpy as np\n"
+             "from edge_anime.config import DeviceSection\n"
+             "from edge_anime.faces.detect import Face, detector_info\n"
+             "from edge_anime.faces.landmarks import FaceLandmarker, landmarks_info\n"
+             "print(detector_info().name, landmarks_info().name)\n"
+             "grey = np.full((256, 256, 3), 128, np.uint8)\n"
+             "face = Face((64.0, 64.0, 192.0, 192.0), np.array([[100, 110], [156, 110]] + [[128, 150]] * 4, "
+             "np.float32), 0.9)\n"
+             "print(FaceLandmarker(DeviceSection()).landmarks(grey, face))\n")
+    proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", probe], cwd=empty, env=installed.env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["blazeface facemesh", "None"]  # a flat grey crop holds no face
+    listed = installed.run("models", "list", cwd=empty)
+    assert listed.returncode == 0 and "facemesh" not in listed.stdout and "blazeface" not in listed.stdout
+
+
 def test_the_python_api_example_runs_from_the_wheel(installed: Installed, empty: Path) -> None:
     """docs/api.md's example, as written, with only the wheel installed (the bundled style, no checkout)."""
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
