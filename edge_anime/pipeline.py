@@ -61,7 +61,8 @@ log = logging.getLogger(__name__)
 # compile: a static shape compiled (or loaded from the model cache) for this job's size;
 # wait: time the decoded image waited for a free inference request.
 # detect: the face detector on the planned picture (``image.faces: auto``); faces: the faces' own inferences and
-# their paste (edge_anime.faces), after the whole picture's inference and before its palette.
+# their paste (edge_anime.faces), after the whole picture's inference and before its palette, and their drawing
+# (``image.portrait: auto``) after the tone guard.
 # palette: the style's cel palette on the model's output (imaging.palette);
 # tone: then the style's tone guard (imaging.tone), before finish and encode. The guard goes last because it
 # works from the photo: it pulls back to grey what the photo has grey, whatever entry painted it. Measured on
@@ -461,6 +462,12 @@ class Pipeline:
                                              neutral=self.tone.neutral)
             start = time.perf_counter()
             work.timings["tone"] = start - toned
+            if self.faces is not None and work.faces and self.faces.landmarker is not None:
+                if not work.stylized.flags.writeable:  # the tone guard may hand back its input, read-only
+                    work.stylized = np.array(work.stylized)
+                self.faces.draw(work.stylized, work.picture.rgb, work.faces)
+                drawn, start = start, time.perf_counter()
+                work.timings["faces"] = work.timings.get("faces", 0.0) + start - drawn
             image = imaging.finish(work.stylized, work.picture, cfg.image)
             work.out_size = image.size
             work.stylized = None

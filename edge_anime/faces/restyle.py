@@ -8,11 +8,10 @@ runs, per picture: ``detect`` (decode stage, on the planned picture), then after
 one. Faces are pasted smallest first, so where two overlap the larger one is on top.
 
 With ``image.portrait: auto`` (the default) every face is also *drawn* (``portrait``): its 468 landmarks
-(``landmarks``, MediaPipe's face mesh on the photo) place anime eyes, brows, nose, mouth, cel skin and a blush. A
-face small enough to restyle is drawn in its stylized crop before the paste (the crop is at the style's face
-scale, so a 64 px face is drawn with clean 3x supersampled shapes); a face larger than that (a selfie) is not
-restyled, the picture already paints it at that scale, and is drawn straight onto the picture. So faces of every
-size from ``image.faces_min_px`` up are drawn.
+(``landmarks``, MediaPipe's face mesh on the photo) place anime eyes, brows, nose, mouth, cel skin, a blush and
+the hair's tones and strands (``draw``, after the palette and the tone guard). A face larger than the restyle's
+reach (a selfie) is not restyled, the picture already paints it at that scale, but is drawn like the others: faces
+of every size from ``image.faces_min_px`` up are drawn.
 
 Each face's inference takes one of the pipeline's inference slots, like a picture's: faces never put more
 inferences on the cores than ``engine.num_requests``.
@@ -28,7 +27,7 @@ import numpy as np
 from ..config import Config
 from ..runtime.engine import Engine
 from .detect import Face, FaceDetector
-from .landmarks import FaceLandmarker, FaceMesh
+from .landmarks import FaceLandmarker
 from .paste import Placement, crop, mask, paste
 from .portrait import draw_portrait
 
@@ -97,35 +96,24 @@ class FaceRestyler:
 
     def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
               slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:
-        """Paste each face of ``faces`` (in ``rgb``'s pixels), stylized on its own and drawn, into ``stylized`` (the
-        whole picture's result, the same size as ``rgb``, changed in place), and draw the faces too large to
-        restyle onto it; returns the pixels touched (x0, y0, x1, y1), smallest face first."""
-        ordered = sorted(faces, key=lambda f: f.size)
-        meshes = self._meshes(rgb, ordered)
-        small = [(face, mesh) for face, mesh in zip(ordered, meshes) if face.size <= self.largest]
-        places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale) for face, _ in small]
-        kept = [(place, mesh) for place, (_, mesh) in zip(places, small) if place.bounds(rgb.shape[1], rgb.shape[0])]
-        photos = [crop(rgb, place) for place, _ in kept]
-        styled = self.engine.infer_all(photos, slots=slots)
-        touched = []
-        for (place, mesh), restyled, photo in zip(kept, styled, photos):
-            if mesh is not None:
-                restyled = np.array(restyled)  # the engine's output may be read-only
-                draw_portrait(restyled, photo, _to_crop(mesh, place))
-            touched.append(paste(stylized, restyled, place, self._feather))
-        for face, mesh in zip(ordered, meshes):
-            if face.size > self.largest and mesh is not None:
-                touched.append(draw_portrait(stylized, rgb, mesh.points))
+        """Paste each face of ``faces`` (in ``rgb``'s pixels) small enough to restyle, stylized on its own, into
+        ``stylized`` (the whole picture's result, the same size as ``rgb``, changed in place); returns the pixels
+        each paste touched (x0, y0, x1, y1), smallest face first."""
+        places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale)
+                  for face in sorted(faces, key=lambda f: f.size) if face.size <= self.largest]
+        places = [p for p in places if p.bounds(rgb.shape[1], rgb.shape[0]) is not None]
+        styled = self.engine.infer_all([crop(rgb, place) for place in places], slots=slots)
+        touched = [paste(stylized, face, place, self._feather) for place, face in zip(places, styled)]
         return [box for box in touched if box is not None]
 
-    def _meshes(self, rgb: np.ndarray, faces: Sequence[Face]) -> list[FaceMesh | None]:
-        """Each face's landmarks with the portrait on; Nones without it."""
+    def draw(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face]) -> list[tuple[int, int, int, int]]:
+        """Draw each face as an anime portrait onto ``stylized`` (changed in place), smallest first; returns the
+        pixels each drawing touched. Runs after the palette and the tone guard: the drawn features keep their
+        exact colours (a 256-colour palette would band the iris, and the guard's pull to grey, which follows the
+        photo's near-grey pixels, left grey blotches on pale skin)."""
         if self.landmarker is None or not faces:
-            return [None] * len(faces)
-        return self.landmarker.landmarks_many(rgb, faces)
-
-
-def _to_crop(mesh: FaceMesh, place: Placement) -> np.ndarray:
-    """The mesh's points (picture pixels) in the pixels of the face's restyle crop."""
-    m = place.picture_to_crop()
-    return np.asarray(np.asarray(mesh.points, np.float64) @ m[:, :2].T + m[:, 2])
+            return []
+        ordered = sorted(faces, key=lambda f: f.size)
+        meshes = self.landmarker.landmarks_many(rgb, ordered)
+        touched = [draw_portrait(stylized, rgb, mesh.points) for mesh in meshes if mesh is not None]
+        return [box for box in touched if box is not None]
