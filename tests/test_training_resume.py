@@ -62,3 +62,28 @@ def test_training_killed_mid_run_resumes_from_its_checkpoint(tmp_path: Path) -> 
     text = log.read_text()
     assert f"resumed at step {saved}" in text
     assert f"'steps': {float(saved + 5)}" in text.splitlines()[-1], text.splitlines()[-1]
+
+
+def test_adversarial_term_is_checkpointed_and_resumed(tmp_path: Path) -> None:
+    """The PatchGAN term (issue 41): its discriminator and optimizer live in ckpt.pt and a resume picks them up."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("skimage")
+    from training.data import load_or_build_pool
+    from training.train_toon import train
+
+    pool = tmp_path / "pool.npz"
+    load_or_build_pool(pool, seed=7, names=["chelsea"], long_sides_px=(64,), jitters=1)
+    workdir = tmp_path / "run"
+    kwargs: dict[str, object] = dict(workdir=workdir, budget_min=5.0, crop_px=32, batch=1, lr=1e-4, seed=7,
+                                     threads=1, ckpt_every=3, preview_every=0, pool_cache=pool, out=None,
+                                     warmup_steps=1, precision="f32", adv_weight=0.05)
+    train(steps=3, **kwargs)  # type: ignore[arg-type]
+    state = torch.load(workdir / "ckpt.pt", weights_only=True)
+    assert {"model", "opt", "disc", "disc_opt"} <= set(state) and int(state["step"]) == 3
+    disc_before = {k: v.clone() for k, v in state["disc"].items()}
+    train(steps=5, **kwargs)  # type: ignore[arg-type]
+    text = (workdir / "train.log").read_text()
+    assert "resumed at step 3" in text
+    after = torch.load(workdir / "ckpt.pt", weights_only=True)
+    assert int(after["step"]) == 5
+    assert any(not torch.equal(disc_before[k], v) for k, v in after["disc"].items()), "the discriminator trained on"

@@ -73,11 +73,15 @@ runtime wheel leaves them out.
 
 
 def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | None,
-         int8_ir: Path | None = None) -> Path:
-    """Convert fp16 (align_corners decoder, tiling pair) and int8, keep the checkpoint; returns the folder."""
+         int8_ir: Path | None = None, checkpoints_dir: Path = CHECKPOINTS) -> Path:
+    """Convert fp16 (align_corners decoder, tiling pair) and int8, keep the checkpoint; returns the folder.
+
+    ``checkpoints_dir``: where the checkpoint is kept as ``STYLE.pt`` (a trial build into a scratch
+    ``models_dir`` keeps it there too, so the shipped ``training/checkpoints/STYLE.pt`` is not replaced).
+    """
     from edge_anime_converters.convert import convert
 
-    kept = CHECKPOINTS / f"{style}.pt"
+    kept = checkpoints_dir / f"{style}.pt"
     if checkpoint.resolve() != kept.resolve():
         kept.parent.mkdir(parents=True, exist_ok=True)
         tmp = kept.with_name(f".{kept.name}.tmp")
@@ -110,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--style", required=True, help="the style's name: models/STYLE/, training/checkpoints/STYLE.pt")
     p.add_argument("--models-dir", type=Path, default=Path("models"))
     p.add_argument("--calib", type=Path, default=None, help="photos for the INT8 variant (e.g. ../shared/photos)")
+    p.add_argument("--checkpoints-dir", type=Path, default=CHECKPOINTS,
+                   help="where STYLE.pt is kept (default training/checkpoints; a scratch folder for a trial build)")
     p.add_argument("--int8-ir", type=Path, default=None,
                    help="the style's QAT INT8 IR (training.qat_toon) to ship instead of quantizing; needs --calib")
     a = p.parse_args(argv)
-    folder = ship(a.checkpoint, style=a.style, models_dir=a.models_dir, calib_dir=a.calib, int8_ir=a.int8_ir)
+    folder = ship(a.checkpoint, style=a.style, models_dir=a.models_dir, calib_dir=a.calib, int8_ir=a.int8_ir,
+                  checkpoints_dir=a.checkpoints_dir)
     print(f"{folder}: " + ", ".join(f"{f.name} {f.stat().st_size}" for f in sorted(folder.iterdir())))
     return 0
 

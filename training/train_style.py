@@ -15,6 +15,9 @@ loses at most ``--ckpt-every`` steps):
 3. ``large``: 256 px crops, so GroupNorm sees statistics closer to a whole picture's;
 4. ``refit``: the output layer refitted on whole pool pictures at 512 and 1024 px (training/refit.py).
 
+``--style toon2`` (issue 41) has its own phases (``TOON2_PHASES``): ``full`` and ``large`` on the v2 target
+with the conditional PatchGAN term, starting from the shipped toon (training/checkpoints/toon.pt).
+
 The photo sizes follow the runtime's default ``image.max_side: 1024``: the target draws the same flat
 areas at any size and lines as wide as the size asks (target.ToonParams), so the look holds at 1024 px.
 The result is ``WORKDIR/STYLE.pt`` (fp16 state dict), shipped by ``python -m training.ship_style``.
@@ -48,6 +51,7 @@ class Phase:
     warmup: int
     budget_min: float
     grad_weight: float = 0.5  # L1 of image gradients; the last phase raises it against the blur L1 settles for
+    adv_weight: float = 0.0  # the conditional PatchGAN term (train_toon.PatchDiscriminator); 0: plain L1
 
 
 PHASES = (
@@ -56,6 +60,17 @@ PHASES = (
     # 1.5: at step 1,800 of "full" the toon drew skies and faces at 1024 px as a soft blur, lines missing
     Phase("large", "full", steps=300, crop_px=256, batch=2, lr=8e-5, warmup=20, budget_min=10.0, grad_weight=1.5),
 )
+
+
+# toon2 (issue 41): the v2 target (flow lines, superpixel fills, no ink on foliage) from the shipped toon's
+# weights, with the PatchGAN term against the blur L1 settles for; no base phase (the shipped toon has it).
+TOON2_PHASES = (
+    Phase("full", "full", steps=4000, crop_px=128, batch=4, lr=1.5e-4, warmup=50, budget_min=70.0, adv_weight=0.02),
+    Phase("large", "full", steps=400, crop_px=256, batch=2, lr=6e-5, warmup=20, budget_min=15.0, grad_weight=1.5,
+          adv_weight=0.02),
+)
+SHIPPED_TOON = Path(__file__).resolve().parent / "checkpoints" / "toon.pt"
+STYLE_PHASES: dict[str, tuple[tuple[Phase, ...], Path]] = {"toon2": (TOON2_PHASES, SHIPPED_TOON)}
 
 
 def extra_photos(cache_dir: Path, *, seed: int) -> list[tuple[str, NDArray[np.uint8]]]:
@@ -85,8 +100,8 @@ def run(style: str, *, workdir: Path, seed: int, threads: int, sources_cache: Pa
 
     params = STYLES[style]
     workdir.mkdir(parents=True, exist_ok=True)
-    previous: Path = FIRST_TOON
-    for phase in PHASES:
+    phases, previous = STYLE_PHASES.get(style, (PHASES, FIRST_TOON))
+    for phase in phases:
         folder = workdir / phase.name
         if not (folder / "summary.json").exists():
             kwargs: dict[str, object] = {"params": params, "long_sides_px": LONG_SIDES_PX, "jitters": 3,
@@ -98,7 +113,7 @@ def run(style: str, *, workdir: Path, seed: int, threads: int, sources_cache: Pa
                   crop_px=phase.crop_px, batch=phase.batch, lr=phase.lr, seed=seed, threads=threads,
                   ckpt_every=50, preview_every=200, pool_cache=workdir / f"pool_{phase.pool}.npz", out=None,
                   resume=True, pool_kwargs=kwargs, warmup_steps=phase.warmup, init_from=previous,
-                  grad_weight=phase.grad_weight)
+                  grad_weight=phase.grad_weight, adv_weight=phase.adv_weight)
         previous = folder / "ckpt.pt"
     out = workdir / f"{style}.pt"
     if not out.exists():
