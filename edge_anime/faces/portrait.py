@@ -61,7 +61,7 @@ MOUTH_NARROW = (0.66, 0.6)  # the drawn mouth's width and height, of the photo's
 OPEN_MOUTH = 0.08  # lip gap / mouth width above which the mouth is drawn open
 HAIR_REACH = (1.1, 1.3, 1.6)  # how far hair is looked for beside, above and below the face's oval (u)
 HAIR_LIKE = 16.0  # CIELAB distance to the hair's colour at which a pixel is half hair
-MASS_UNIT_PX = 64.0  # hair and skin are drawn where the eyes are at most this far apart, then brought up
+MASS_UNIT_PX = 40.0  # hair and skin are drawn where the eyes are at most this far apart, then brought up
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 
 
@@ -96,11 +96,13 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     _masses(sheet, local_photo, points, unit, palette)
     luma = np.asarray(Image.fromarray(np.ascontiguousarray(local_photo)).convert("L"), np.float32) * (100 / 255)
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
-        _eye(sheet, local_photo, luma, points, upper, lower, unit, palette)
+        part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
+        _eye(part, photo_part, luma_part, points, upper, lower, unit, palette)
     for brow in (RIGHT_BROW, LEFT_BROW):
-        _brow(sheet, points, brow, unit, palette)
-    _nose(sheet, local_photo, points, unit, palette)
-    _mouth(sheet, points, unit, palette)
+        _brow(sheet.around(points[[i for pair in brow for i in pair]], 0.3 * unit)[0], points, brow, unit, palette)
+    nose, (photo_part,) = sheet.around(points[[NOSE_TIP, NOSE_BOTTOM, *NOSE_WINGS]], 0.4 * unit, local_photo)
+    _nose(nose, photo_part, points, unit, palette)
+    _mouth(sheet.around(points[list(LIPS_OUTER)], 0.3 * unit)[0], points, unit, palette)
     canvas[y0:y1, x0:x1] = np.clip(np.rint(sheet.rgb), 0, 255).astype(np.uint8)
     return box
 
@@ -184,6 +186,17 @@ class Sheet:
             small = small.filter(ImageFilter.GaussianBlur(blur_px))
         out[y0:y1, x0:x1] = np.asarray(small, np.float32) / 255.0
         return out
+
+    def around(self, pts: np.ndarray, margin: float, *aligned: np.ndarray) -> tuple[Sheet, tuple[np.ndarray, ...]]:
+        """The part of this sheet within ``margin`` of ``pts`` (canvas px), as a sheet that paints into this one (a
+        view), and the same part of each array in ``aligned``: a feature's masks cost its own box, not the face's."""
+        local = np.asarray(pts, np.float64) - self.origin
+        x0, y0 = max(0, math.floor(local[:, 0].min() - margin)), max(0, math.floor(local[:, 1].min() - margin))
+        x1 = max(x0 + 1, min(self.width, math.ceil(local[:, 0].max() + margin)))
+        y1 = max(y0 + 1, min(self.height, math.ceil(local[:, 1].max() + margin)))
+        part = Sheet(self.rgb[y0:y1, x0:x1], (0, 0))
+        part.origin = self.origin + np.array([x0, y0], np.float64)
+        return part, tuple(a[y0:y1, x0:x1] for a in aligned)
 
     def paint(self, colour: np.ndarray, alpha: np.ndarray) -> None:
         """Blend ``colour`` (3, or H x W x 3) over the sheet where ``alpha`` (H x W, 0..1) says: only in the box
@@ -587,7 +600,8 @@ def _mouth(sheet: Sheet, points: np.ndarray, unit: float, palette: Palette) -> N
     def narrow(p: np.ndarray) -> np.ndarray:
         return np.asarray(centre + (p - centre) * np.array(MOUTH_NARROW))
 
-    sheet.paint(palette.skin, sheet.mask(polygons=(outer,), blur_px=0.06 * unit))
+    erase = centre + (outer - centre) * 1.2  # the photo's lips, to past their soft edge
+    sheet.paint(palette.skin, np.clip(1.6 * sheet.mask(polygons=(erase,), blur_px=0.06 * unit), 0, 1))
     lips = sheet.mask(polygons=(narrow(outer),), blur_px=0.015 * unit)
     sheet.paint(palette.lips, 0.32 * lips)
     gap = float(np.max(np.linalg.norm(low_in - up_in, axis=1)))
