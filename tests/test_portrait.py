@@ -145,3 +145,21 @@ def test_a_face_the_mesh_does_not_see_is_only_restyled(write_config: Callable[..
         whole = stylizer.engine.infer(noise)
         result = whole.copy()
         assert len(faces.apply(result, noise, [fake])) == 1  # restyled and pasted, nothing drawn, no error
+
+
+def test_a_grin_is_drawn_with_shut_eyes_and_an_open_mouth(models: tuple[FaceDetector, FaceLandmarker],
+                                                          shared_photos: Path) -> None:
+    with Image.open(shared_photos / "face_4.jpg") as photo:  # a wide grin, eyes narrowed by it
+        rgb = np.asarray(photo.convert("RGB"))
+    mesh = _mesh(models, rgb)
+    assert portrait._expression(mesh.points) == (True, True)  # open, smiling
+    canvas = np.full_like(rgb, 128)
+    portrait.draw_portrait(canvas, rgb, mesh.points)
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    for upper, lower in ((portrait.RIGHT_EYE_UPPER, portrait.RIGHT_EYE_LOWER),
+                         (portrait.LEFT_EYE_UPPER, portrait.LEFT_EYE_LOWER)):
+        eye = canvas[_eye_box(mesh, upper, lower, 0.15 * unit)]
+        assert _near(eye, portrait.INK, 24) > 10, "the shut eye's arc"
+        assert _near(eye, portrait.EYE_WHITE, 12) == 0, "a grin's narrowed eyes are drawn shut, not staring"
+    mouth = canvas[_eye_box(mesh, portrait.LIPS_INNER_UPPER, portrait.LIPS_INNER_LOWER, 0.05 * unit)]
+    assert _near(mouth, portrait.TEETH, 10) > 10, "the grin keeps its teeth"

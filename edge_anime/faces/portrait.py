@@ -54,10 +54,13 @@ LIP_PINK = np.array([232, 112, 124], np.float32)
 EYE_RAISE, EYE_LOWER = 1.85, 1.3  # the upper and lower lids moved off the eye's axis by these factors
 EYE_WIDEN = 1.1
 CLOSED_EYE = 0.12  # opening / width below which an eye is drawn shut (a smile's curve)
+SQUINT = 0.3  # share of skin in the eyes' openings above which both are drawn shut (anime's ^ ^; a stare read wrong)
+SMILE = 0.03  # mouth corners this much of the mouth's width above its middle: a smile
 IRIS_W, IRIS_H = 0.54, 1.0  # of the eye's width, of the drawn opening
 LASH_W = (0.045, 0.11)  # the upper lash line's width at the inner and outer corner (u)
 BROW_W = (0.05, 0.018)  # the brow's width at the inner end and the tail (u)
-MOUTH_NARROW = (0.66, 0.6)  # the drawn mouth's width and height, of the photo's
+MOUTH_NARROW = (0.75, 0.6)  # the drawn mouth's width and height, of the photo's (a closed mouth)
+MOUTH_OPEN_SIZE = (0.92, 0.9)  # ... an open one: a grin keeps its width, or the expression is lost
 OPEN_MOUTH = 0.08  # lip gap / mouth width above which the mouth is drawn open
 HAIR_REACH = (1.1, 1.3, 1.6)  # how far hair is looked for beside, above and below the face's oval (u)
 HAIR_LIKE = 16.0  # CIELAB distance to the hair's colour at which a pixel is half hair
@@ -95,9 +98,10 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     palette = _palette(sheet.rgb, local_photo, points - (x0, y0), unit)
     _masses(sheet, local_photo, points, unit, palette)
     luma = np.asarray(Image.fromarray(np.ascontiguousarray(local_photo)).convert("L"), np.float32) * (100 / 255)
+    shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
         part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
-        _eye(part, photo_part, luma_part, points, upper, lower, unit, palette)
+        _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut)
     for brow in (RIGHT_BROW, LEFT_BROW):
         _brow(sheet.around(points[[i for pair in brow for i in pair]], 0.3 * unit)[0], points, brow, unit, palette)
     nose, (photo_part,) = sheet.around(points[[NOSE_TIP, NOSE_BOTTOM, *NOSE_WINGS]], 0.4 * unit, local_photo)
@@ -456,10 +460,34 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     sheet.paint(BLUSH, 0.28 * blush * oval)
 
 
+def _squint(photo: np.ndarray, pts: np.ndarray, palette: Palette) -> float:
+    """How much of the eyes' openings (the mesh's lids, ``photo``'s pixels) is skin: ~0.4 in a grin's narrowed
+    eyes, at most ~0.22 in open ones. The mesh itself cannot tell: it gave a grinning squint (0.27) a wider
+    opening over width than a smiling woman's open eyes (0.26)."""
+    fractions = []
+    for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
+        lab = _lab(_polygon_pixels(photo, pts[list(upper + lower[::-1])]))
+        distance = np.linalg.norm((lab - palette.skin_lab) * np.array([0.5, 1.0, 1.0], np.float32), axis=1)
+        fractions.append(float((distance < 12.0).mean()))
+    return sum(fractions) / len(fractions)
+
+
+def _expression(points: np.ndarray) -> tuple[bool, bool]:
+    """(the mouth is open, the mouth smiles): an open smile is a grin, drawn with the eyes shut in arcs."""
+    up_in = points[list(LIPS_INNER_UPPER)].astype(np.float64)
+    low_in = points[list(LIPS_INNER_LOWER)].astype(np.float64)
+    width = float(np.linalg.norm(points[lm.MOUTH_LEFT] - points[lm.MOUTH_RIGHT])) + 1e-6
+    is_open = float(np.max(np.linalg.norm(low_in - up_in, axis=1))) > OPEN_MOUTH * width
+    middle = (points[lm.LIP_UPPER_INNER] + points[lm.LIP_LOWER_INNER]) / 2
+    corners = (points[lm.MOUTH_LEFT] + points[lm.MOUTH_RIGHT]) / 2
+    return is_open, float((corners - middle) @ _up(points)) > SMILE * width
+
+
 def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, upper_idx: tuple[int, ...],
-         lower_idx: tuple[int, ...], unit: float, palette: Palette) -> None:
+         lower_idx: tuple[int, ...], unit: float, palette: Palette, *, shut: bool = False) -> None:
     """One anime eye over the photo's: the opening enlarged, white, a tall iris with a pupil and two highlights
-    where the photo's iris is, a heavy upper lash line with a flick at the outer corner, a light lower line."""
+    where the photo's iris is, a heavy upper lash line with a flick at the outer corner, a light lower line.
+    A nearly shut eye, or both eyes of a grin that narrows them (``shut``), are drawn shut: the lash line's arc."""
     upper, lower = points[list(upper_idx)].astype(np.float64), points[list(lower_idx)].astype(np.float64)
     outer, inner = upper[0], upper[-1]
     axis = inner - outer
@@ -479,15 +507,15 @@ def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, 
 
     # the photo's eye painted over: its lashes and shadow reach past the mesh's lids; in the outer ring dark
     # strokes (glasses' frames) are kept
-    inner = sheet.mask(polygons=(np.vstack([shaped(upper, 1.6, 1.15), shaped(lower, 1.6, 1.15)[::-1]]),),
-                       blur_px=0.03 * unit)
+    core = sheet.mask(polygons=(np.vstack([shaped(upper, 1.6, 1.15), shaped(lower, 1.6, 1.15)[::-1]]),),
+                      blur_px=0.03 * unit)
     ring = sheet.mask(polygons=(np.vstack([shaped(upper, 2.8, 1.35), shaped(lower, 2.4, 1.35)[::-1]]),),
                       blur_px=0.06 * unit)
     frames = np.clip((luma - 20.0) / 10.0, 0, 1)
-    sheet.paint(palette.skin, np.maximum(inner, ring * frames))
+    sheet.paint(palette.skin, np.maximum(core, ring * frames))
 
     up, low = _spline(shaped(upper, EYE_RAISE)), _spline(shaped(lower, EYE_LOWER))
-    if opening < CLOSED_EYE * width:
+    if shut or opening < CLOSED_EYE * width:
         _lash(sheet, up, unit, outer_first=True)
         return
     opening_drawn = float(np.dot(low.mean(axis=0) - up.mean(axis=0), normal)) * 2 + 1e-6
@@ -595,17 +623,17 @@ def _mouth(sheet: Sheet, points: np.ndarray, unit: float, palette: Palette) -> N
     up_in = points[list(LIPS_INNER_UPPER)].astype(np.float64)
     low_in = points[list(LIPS_INNER_LOWER)].astype(np.float64)
     centre = outer.mean(axis=0)
-    width = float(np.linalg.norm(points[lm.MOUTH_LEFT] - points[lm.MOUTH_RIGHT]))
+
+    is_open = _expression(points)[0]
 
     def narrow(p: np.ndarray) -> np.ndarray:
-        return np.asarray(centre + (p - centre) * np.array(MOUTH_NARROW))
+        return np.asarray(centre + (p - centre) * np.array(MOUTH_OPEN_SIZE if is_open else MOUTH_NARROW))
 
     erase = centre + (outer - centre) * 1.2  # the photo's lips, to past their soft edge
     sheet.paint(palette.skin, np.clip(1.6 * sheet.mask(polygons=(erase,), blur_px=0.06 * unit), 0, 1))
     lips = sheet.mask(polygons=(narrow(outer),), blur_px=0.015 * unit)
     sheet.paint(palette.lips, 0.32 * lips)
-    gap = float(np.max(np.linalg.norm(low_in - up_in, axis=1)))
-    if gap > OPEN_MOUTH * width:
+    if is_open:
         inside = narrow(np.vstack([up_in, low_in[::-1][1:-1]]))
         sheet.paint(MOUTH_INSIDE, sheet.mask(polygons=(inside,)))
         teeth_lower = up_in + (low_in - up_in) * 0.4
