@@ -7,7 +7,8 @@
   scene photos at 1024 px (people in some scenes are real faces; none is >= ``image.faces_min_px``).
 - **Time**: one Stylizer per setting, warm, on group shots with exactly 4 faces of 80-200 px (all restyled by
   the bundled styles) at 1024 px; ``stylize`` of each
-  shot with faces off and on alternately, ``--rounds`` times; the ratio of the medians (the issue's <= 1.5x).
+  shot with faces off, on (restyled and drawn: ``image.portrait: auto``) and on without the portrait, alternately,
+  ``--rounds`` times; the ratios of the medians to faces off (the issue's <= 1.5x).
 - **Seam**: for each face, the PSNR of the 8 px band on both sides of the paste's border against the whole
   picture's result (tests/test_faces.py's check), the minimum over every face.
 - ``--sheet DIR``: each shot with faces off and on, side by side, and crops of the faces, for a person to look at.
@@ -49,10 +50,10 @@ def _style_copy(folder: Path, crop: int | None, style: str) -> Path:
     return target
 
 
-def _config(folder: Path, style: Path, faces: str, cache: Path) -> Any:
-    path = folder / f"{faces}.yaml"
+def _config(folder: Path, style: Path, faces: str, cache: Path, portrait: str = "auto") -> Any:
+    path = folder / f"{faces}_{portrait}.yaml"
     path.write_text(yaml.safe_dump({"model": {"path": str(style)}, "device": {"cache_dir": str(cache)},
-                                    "image": {"faces": faces}}), encoding="utf-8")
+                                    "image": {"faces": faces, "portrait": portrait}}), encoding="utf-8")
     return load_config(path)
 
 
@@ -82,20 +83,28 @@ def recall(stylizer: Stylizer, photos: Path, count: int) -> dict[str, Any]:
             "detect_ms_median": round(statistics.median(detect_s) * 1000, 1)}
 
 
-def timing(off: Stylizer, on: Stylizer, shots: list[Path], rounds: int) -> dict[str, Any]:
-    times: dict[str, list[float]] = {"off": [], "on": []}
+def timing(off: Stylizer, on: Stylizer, shots: list[Path], rounds: int,
+           restyled: Stylizer | None = None) -> dict[str, Any]:
+    """Faces off and on (and, with ``restyled``, on without the portrait) timed alternately on the same shots."""
+    settings = [("off", off), ("on", on)] + ([("restyle_only", restyled)] if restyled is not None else [])
+    times: dict[str, list[float]] = {name: [] for name, _ in settings}
     faces_seen: list[int] = []
     for _ in range(rounds):
         for shot in shots:
-            for name, stylizer in (("off", off), ("on", on)):
+            for name, stylizer in settings:
                 start = time.perf_counter()
                 result = stylizer.run(shot)
                 times[name].append(time.perf_counter() - start)
                 if name == "on":
                     faces_seen.append(len(result.faces))
-    off_s, on_s = statistics.median(times["off"]), statistics.median(times["on"])
-    return {"shots": len(shots), "rounds": rounds, "faces_per_shot": sorted(set(faces_seen)),
-            "off_s_median": round(off_s, 3), "on_s_median": round(on_s, 3), "ratio": round(on_s / off_s, 3)}
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    out = {"shots": len(shots), "rounds": rounds, "faces_per_shot": sorted(set(faces_seen)),
+           "off_s_median": round(medians["off"], 3), "on_s_median": round(medians["on"], 3),
+           "ratio": round(medians["on"] / medians["off"], 3)}
+    if restyled is not None:
+        out |= {"restyle_only_s_median": round(medians["restyle_only"], 3),
+                "restyle_only_ratio": round(medians["restyle_only"] / medians["off"], 3)}
+    return out
 
 
 def seams(stylizer: Stylizer, shots: list[Path]) -> dict[str, Any]:
@@ -161,16 +170,19 @@ def main() -> None:
         for index, group in enumerate(groups(PHOTOS_DIR, args.shots, seed=11, faces=(4, 4), sizes=(80.0, 200.0))):
             shots.append(folder / f"four_{index}.jpg")
             group.image.save(shots[-1], quality=95)
-        with Stylizer(_config(folder, style, "off", cache)) as off, Stylizer(_config(folder, style, "auto", cache)) as on:
+        with Stylizer(_config(folder, style, "off", cache)) as off, Stylizer(_config(folder, style, "auto", cache)) as on, \
+                Stylizer(_config(folder, style, "auto", cache, portrait="off")) as restyled:
             restyler = next(iter(on._compiled.values())).pipeline.faces
             assert restyler is not None
             for shot in shots:  # warm: every shape compiled before timing
                 off.run(shot)
                 on.run(shot)
+                restyled.run(shot)
             data = {"machine": machine(), "style": args.style, "crop_px": restyler.crop_px,
                     "variant": on.engine.model_info.variant_name,
                     "precision": on.engine.effective.get("INFERENCE_PRECISION_HINT"),
-                    "recall": recall(on, PHOTOS_DIR, args.groups), "time": timing(off, on, shots, args.rounds),
+                    "recall": recall(on, PHOTOS_DIR, args.groups),
+                    "time": timing(off, on, shots, args.rounds, restyled),
                     "seam": seams(on, shots)}
             if args.sheet is not None:
                 sheet(off, on, shots, args.sheet)

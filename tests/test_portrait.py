@@ -14,10 +14,11 @@ import pytest
 from PIL import Image
 
 from edge_anime import Stylizer
-from edge_anime.config import DeviceSection, load_config
+from edge_anime.config import Config, DeviceSection, load_config
 from edge_anime.faces import portrait
 from edge_anime.faces.detect import Face, FaceDetector
 from edge_anime.faces.landmarks import FaceLandmarker, FaceMesh
+from edge_anime.pipeline import JobResult
 from tests.conftest import style_with
 from tests.facesets import groups
 
@@ -91,17 +92,22 @@ def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **
                          "image": {"faces": "auto", "tone": "off", "palette": "off", "max_side": 1024, **image}})
 
 
+def _portrait_on_and_off(config: Config, src: Path) -> tuple[JobResult, JobResult]:
+    """``src`` stylized with ``config`` (the portrait on) and with ``image.portrait: off``."""
+    plain = config.model_copy(update={"image": config.image.model_copy(update={"portrait": "off"})})
+    results = []
+    for each in (config, plain):
+        with Stylizer(each) as stylizer:
+            results.append(stylizer.run(src))
+    return results[0], results[1]
+
+
 @pytest.mark.slow  # two Stylizers: ~25 s on a loaded 2-core box
 def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..., Path], random_ir: Path,
                                                        tmp_path: Path, shared_photos: Path,
                                                        models: tuple[FaceDetector, FaceLandmarker]) -> None:
     src = shared_photos / "face_5.jpg"  # 862 px, one face of ~440 px: twice what the style restyles
-    drawn = load_config(_config(write_config, tmp_path, random_ir))
-    plain = drawn.model_copy(update={"image": drawn.image.model_copy(update={"portrait": "off"})})
-    with Stylizer(drawn) as stylizer:
-        on = stylizer.run(src)
-    with Stylizer(plain) as stylizer:
-        off = stylizer.run(src)
+    on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
     assert off.faces == [], "without the portrait a selfie is left to the picture"
     assert len(on.faces) == 1 and on.faces[0][2] > 300
     assert on.image is not None and off.image is not None
@@ -119,12 +125,7 @@ def test_small_faces_of_a_group_are_restyled_and_drawn(write_config: Callable[..
     group = groups(shared_photos, 1, seed=11, long_side=900, faces=(3, 3), sizes=(90.0, 180.0))[0]
     src = tmp_path / "group.png"
     group.image.save(src)
-    config = load_config(_config(write_config, tmp_path, random_ir))
-    plain = config.model_copy(update={"image": config.image.model_copy(update={"portrait": "off"})})
-    with Stylizer(config) as stylizer:
-        on = stylizer.run(src)
-    with Stylizer(plain) as stylizer:
-        off = stylizer.run(src)
+    on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
     assert len(on.faces) == 3 and on.faces == off.faces  # the same faces, restyled both ways
     a, b = np.asarray(on.image), np.asarray(off.image)
     for x, y, w, h in on.faces:

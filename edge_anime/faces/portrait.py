@@ -446,7 +446,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     dark = 1 / (1 + np.exp(-(-shade - 11.0) / 1.5))  # a soft step: a cel band, not a gradient
     bright = 1 / (1 + np.exp(-(shade - 8.0) / 1.5))
     tone = palette.skin + (palette.shadow - palette.skin) * dark[..., None]
-    tone = tone + (palette.light - tone) * (0.6 * bright)[..., None]
+    tone = tone + (palette.light - tone) * (0.35 * bright)[..., None]  # shine on a forehead read as a white blotch
     eyes = (_centre(points, RIGHT_EYE_UPPER) + _centre(points, LEFT_EYE_UPPER)) / 2
     yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float32)
     down = -((xx + sheet.origin[0] - eyes[0]) * _up(points)[0] + (yy + sheet.origin[1] - eyes[1]) * _up(points)[1])
