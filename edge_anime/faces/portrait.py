@@ -55,6 +55,7 @@ EYE_RAISE, EYE_LOWER = 1.85, 1.3  # the upper and lower lids moved off the eye's
 EYE_WIDEN = 1.1
 CLOSED_EYE = 0.12  # opening / width below which an eye is drawn shut (a smile's curve)
 SQUINT = 0.3  # share of skin in the eyes' openings above which both are drawn shut (anime's ^ ^; a stare read wrong)
+GAZE_GAIN = 1.5  # the iris's shift from the eye's middle, of the photo's
 SMILE = 0.03  # mouth corners this much of the mouth's width above its middle: a smile
 IRIS_W, IRIS_H = 0.54, 1.0  # of the eye's width, of the drawn opening
 LASH_W = (0.045, 0.11)  # the upper lash line's width at the inner and outer corner (u)
@@ -452,7 +453,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     down = -((xx + sheet.origin[0] - eyes[0]) * _up(points)[0] + (yy + sheet.origin[1] - eyes[1]) * _up(points)[1])
     lower_face = np.clip(down / (0.3 * unit), 0, 1) * sheet.mask(polygons=(centre + (ring - centre) * 0.9,),
                                                                  blur_px=0.05 * unit)
-    not_black = np.clip((lab[..., 0] - 22.0) / 8.0, 0, 1)  # a thick beard and glasses' frames stay
+    not_black = np.clip((lab[..., 0] - 14.0) / 6.0, 0, 1)  # glasses' frames stay; jaw shadows and stubble go
     sheet.paint(tone, np.maximum(skin, 0.9 * lower_face * not_black))
     right, left = points[list(CHEEKS)]
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
@@ -577,9 +578,10 @@ def _iris_centre(photo: np.ndarray, origin: np.ndarray, upper: np.ndarray, lower
     along = found - mid
     along -= normal * np.dot(along, normal)
     width = float(np.linalg.norm(upper[-1] - upper[0]))
+    along *= GAZE_GAIN  # a glance is drawn bolder than it is: at the photo's own shift it read as a stare
     shift = float(np.linalg.norm(along))
-    if shift > 0.22 * width:
-        along *= 0.22 * width / shift
+    if shift > 0.28 * width:
+        along *= 0.28 * width / shift
     return np.asarray(mid + along)
 
 
@@ -589,7 +591,8 @@ def _brow(sheet: Sheet, points: np.ndarray, pairs: tuple[tuple[int, int], ...], 
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
     band = np.vstack([upper, lower[::-1]])
-    sheet.paint(palette.skin, 0.85 * sheet.mask(polygons=(band,), blur_px=0.03 * unit))
+    band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array([1.15, 1.6])  # the photo's brow's soft edge
+    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1))
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
     t = np.linspace(0, 1, len(curve))  # 0 at the tail (outer), 1 at the inner end
