@@ -34,6 +34,8 @@ LIPS_OUTER = lm.LIPS_OUTER
 LIPS_INNER_UPPER = lm.LIPS_INNER[:11]
 LIPS_INNER_LOWER = (lm.LIPS_INNER[0], *lm.LIPS_INNER[11:][::-1], lm.LIPS_INNER[10])
 FACE_OVAL = lm.FACE_OVAL
+JAW = (234, 93, 132, 58, 172, 136, 150, 149, 176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361, 323, 454)
+JAW_W = 0.03  # the jaw line's width at the chin (u)
 CHEEKS = (50, 280)  # right, left: where the blush sits
 CHEEK_SAMPLES = (50, 280, 101, 330, 117, 346, 205, 425)  # skin colour, away from eyes, nose and mouth
 NOSE_TIP, NOSE_BOTTOM, NOSE_WINGS = 4, 2, (98, 327)
@@ -51,8 +53,8 @@ MOUTH_INSIDE = np.array([112, 38, 48], np.float32)
 TEETH = np.array([248, 244, 240], np.float32)
 LIP_PINK = np.array([232, 112, 124], np.float32)
 # Shapes, in units of the eyes' distance (``u``) or of the eye's own size.
-EYE_RAISE, EYE_LOWER = 1.85, 1.3  # the upper and lower lids moved off the eye's axis by these factors
-EYE_WIDEN = 1.1
+EYE_RAISE, EYE_LOWER = 2.1, 1.4  # the upper and lower lids moved off the eye's axis by these factors
+EYE_WIDEN = 1.2
 CLOSED_EYE = 0.12  # opening / width below which an eye is drawn shut (a smile's curve)
 SQUINT = 0.3  # share of skin in the eyes' openings above which both are drawn shut (anime's ^ ^; a stare read wrong)
 GAZE_GAIN = 1.5  # the iris's shift from the eye's middle, of the photo's
@@ -459,6 +461,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
     sheet.paint(BLUSH, 0.28 * blush * oval)
+    jaw = _spline(points[list(JAW)], 4)  # a drawn face has an outline: the jaw from ear to ear, thin at the ends
+    t = np.linspace(0, 1, len(jaw))
+    widths = JAW_W * unit * np.clip(np.sin(np.pi * t) * 1.8, 0.1, 1.0)
+    sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)))
 
 
 def _squint(photo: np.ndarray, pts: np.ndarray, palette: Palette) -> float:
