@@ -456,7 +456,9 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     lower_face = np.clip(down / (0.3 * unit), 0, 1) * sheet.mask(polygons=(centre + (ring - centre) * 0.9,),
                                                                  blur_px=0.05 * unit)
     not_black = np.clip((lab[..., 0] - 14.0) / 6.0, 0, 1)  # glasses' frames stay; jaw shadows and stubble go
-    sheet.paint(tone, np.maximum(skin, 0.9 * lower_face * not_black))
+    inked = sheet.rgb.mean(axis=2) * (100 / 255)
+    kept = np.clip((inked - 18.0) / 8.0, 0, 1)  # the style's darkest ink stays: a glasses' frame it drew
+    sheet.paint(tone, np.maximum(skin * kept, 0.9 * lower_face * not_black))
     right, left = points[list(CHEEKS)]
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
@@ -513,12 +515,13 @@ def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, 
         return np.asarray(mid + np.outer(along * widen, ax) + np.outer(off * factor, normal))
 
     # the photo's eye painted over: its lashes and shadow reach past the mesh's lids; in the outer ring dark
-    # strokes (glasses' frames) are kept
+    # strokes, in the photo or as the style inked them (glasses' frames), are kept
     core = sheet.mask(polygons=(np.vstack([shaped(upper, 1.6, 1.15), shaped(lower, 1.6, 1.15)[::-1]]),),
                       blur_px=0.03 * unit)
     ring = sheet.mask(polygons=(np.vstack([shaped(upper, 2.8, 1.35), shaped(lower, 2.4, 1.35)[::-1]]),),
                       blur_px=0.06 * unit)
-    frames = np.clip((luma - 20.0) / 10.0, 0, 1)
+    inked = sheet.rgb.mean(axis=2) * (100 / 255)  # the style draws a light frame (tortoiseshell) as an ink line
+    frames = np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1)
     sheet.paint(palette.skin, np.maximum(core, ring * frames))
 
     up, low = _spline(shaped(upper, EYE_RAISE)), _spline(shaped(lower, EYE_LOWER))
