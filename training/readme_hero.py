@@ -7,6 +7,7 @@ tone guard), not from a bare IR call at a flattering size. The photo is held out
 (never one from ../shared/photos). The JPEGs are written at the size the product wrote them.
 
     python -m training.readme_hero --out docs/img
+    python -m training.readme_hero --out docs/img --portrait   # docs/faces.md: a portrait, drawn or not
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from edge_anime import Stylizer
 from training.sources import Source
 
 HERO_PHOTO = "extreme-desert-hike"  # sky-dominated: the kind of photo the first toon washed out
+PORTRAIT_PHOTO = "grace_hopper"  # the held-out portrait (public domain)
 JPEG_QUALITY = 85
 MAX_JPEG_BYTES = 400 * 1024
 
@@ -46,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("docs/img"))
     p.add_argument("--sources-cache", type=Path, default=Path("training/runs/sources"))
+    p.add_argument("--portrait", action="store_true", help="the held-out portrait with image.portrait off and on")
     a = p.parse_args(argv)
+    if a.portrait:
+        write_portrait(next(s for s in holdout(a.sources_cache) if Path(s.path).stem == PORTRAIT_PHOTO), a.out)
+        return 0
     source = next(s for s in holdout(a.sources_cache) if Path(s.path).stem == HERO_PHOTO)
     bundled = sorted(p.parent.name for p in bundled_models_dir().glob("*/manifest.yaml"))
     with tempfile.TemporaryDirectory() as tmp:  # the bundled defaults, serving every bundled style
@@ -66,6 +72,20 @@ def write_all(stylizer: Stylizer, source: Source, out_dir: Path) -> None:
         with Image.open(source.path) as im:
             photo = im.convert("RGB").resize(out.size, Image.Resampling.LANCZOS)
         print(f"{out_dir / 'hero_photo.jpg'}: {write_jpeg(photo, out_dir / 'hero_photo.jpg')} bytes ({source.licence})")
+
+
+def write_portrait(source: Source, out_dir: Path) -> None:
+    """The portrait at the default settings with ``image.portrait`` off (faces only restyled) and on."""
+    from edge_anime.config import Config
+
+    for setting in ("off", "auto"):
+        with Stylizer(Config.model_validate({"image": {"portrait": setting}})) as stylizer:
+            out = stylizer.stylize(str(source.path))
+        name = f"portrait_{'drawn' if setting == 'auto' else 'restyled'}.jpg"
+        print(f"{out_dir / name}: {out.size[0]}x{out.size[1]}, {write_jpeg(out, out_dir / name)} bytes")
+    with Image.open(source.path) as im:
+        photo = im.convert("RGB").resize(out.size, Image.Resampling.LANCZOS)
+    print(f"{out_dir / 'portrait_photo.jpg'}: {write_jpeg(photo, out_dir / 'portrait_photo.jpg')} bytes ({source.licence})")
 
 
 if __name__ == "__main__":
