@@ -31,6 +31,11 @@ Parts:
   what the converter's blend margin (``tiling.margin_px``, ``measure_blend_margin``) was checked against.
 - drift: the statistics from a downscaled pass 1: tiles with pass 1 at several downscales vs the whole-picture
   run (PSNR), per ``--drift-cases`` photo and size (default scene_0 at 1632x1224).
+- shipped: issue 41's figure, through the whole pipeline at the shipped settings (variant auto, palette and tone
+  guard on): per ``--drift-cases`` photo and size (the issue's is scene_0 at 2048x1536), the picture tiled at
+  ``image.memory_budget_mb: 300`` vs the same picture run whole (a budget it fits), PSNR of the stylized
+  pictures, with ``palette: on`` and ``off``. ``python benchmarks/fullres.py --parts shipped --drift-cases
+  0:2048x1536``
 """
 from __future__ import annotations
 
@@ -399,6 +404,49 @@ def whole_and_tiled(model: Path, tmp: Path, size: tuple[int, int] = DRIFT_SIZE,
             runner.close()
 
 
+SHIPPED_TILED_MB = 300
+SHIPPED_WHOLE_MB = 16_000  # the whole 2048x1536 picture fits (about 3.5 GB of activations at f32)
+
+
+def part_shipped(tmp: Path, cases: list[str], tiled_mb: int = SHIPPED_TILED_MB) -> list[dict[str, Any]]:
+    """Issue 41: tiled (``tiled_mb``, the issue's 300) vs whole, through ``Stylizer.stylize`` with the shipped config but for
+    ``resize: full`` and the budget (``tiled_mb`` for the tiled run): the style's auto variant, its palette and
+    tone guard. The photo goes in as a PNG (lossless), so both runs decode the same pixels."""
+    import yaml
+
+    from edge_anime import Stylizer
+    from edge_anime.imaging.fullres import plan_full
+
+    rows: list[dict[str, Any]] = []
+    for case in cases:
+        number, _, dims = case.partition(":")
+        index, (width, height) = int(number), map(int, dims.split("x"))
+        path = tmp / f"shipped_{photo_name(index)}_{dims}.png"
+        Image.fromarray(photo_at((width, height), index)).save(path)
+        out: dict[tuple[str, int], np.ndarray] = {}
+        plans: dict[int, str] = {}
+        for palette in ("auto", "off"):
+            for budget in (SHIPPED_WHOLE_MB, tiled_mb):
+                image = {"resize": "full", "memory_budget_mb": budget, "palette": palette,
+                         "max_pixels": 100_000_000}
+                yaml_path = tmp / f"shipped-{palette}-{budget}.yaml"
+                yaml_path.write_text(yaml.safe_dump({"image": image}), encoding="utf-8")
+                with Stylizer(yaml_path) as stylizer:
+                    full = plan_full((width, height), stylizer.config.image, requests=1)  # pass 2: one stream here
+                    assert full is not None and full.tiled == (budget == tiled_mb), full
+                    plans[budget] = (f"{stylizer.engine.model_info.variant}, whole" if not full.tiled else
+                                     f"tiles of {full.tile_px} px, pass 1 {full.pass1_size[0]}x{full.pass1_size[1]}")
+                    start = time.perf_counter()
+                    out[palette, budget] = np.asarray(stylizer.stylize(path).convert("RGB"))
+                    print(palette, budget, plans[budget], round(time.perf_counter() - start, 1), flush=True)
+            rows.append({"photo": photo_name(index), "size": dims, "palette": palette,
+                         "whole": plans[SHIPPED_WHOLE_MB], "tiled": plans[tiled_mb],
+                         "psnr_tiled_vs_whole_db": round(psnr(out[palette, tiled_mb],
+                                                              out[palette, SHIPPED_WHOLE_MB]), 2)})
+            print(rows[-1], flush=True)
+    return rows
+
+
 def part_margin(model: Path, tmp: Path, margins: list[int]) -> list[dict[str, Any]]:
     """Tiles vs the whole picture at DRIFT_SIZE with blend margins below the exact reach: with the exact
     statistics (isolates the margin) and with the default pass 1, plus the tiles' cost in inferred pixels."""
@@ -447,6 +495,8 @@ def main() -> int:
     parser.add_argument("--drift-cases", nargs="+", default=["0:1632x1224"],
                         help="drift: N:WxH, the N-th scene photo (sorted) at W x H (0:2048x1536 3:1632x1224 ...)")
     parser.add_argument("--drift-downscales", type=float, nargs="+", default=[1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.4])
+    parser.add_argument("--tiled-budget-mb", type=int, default=SHIPPED_TILED_MB,
+                        help="shipped: image.memory_budget_mb of the tiled run (the issue's 300)")
     parser.add_argument("--worker-mp", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     tmp = RESULTS_DIR / "fullres_tmp"
@@ -487,6 +537,10 @@ def main() -> int:
     if "drift" in args.parts:
         data["drift"] = part_drift(model, tmp, args.drift_cases, args.drift_downscales)
         table += "## Pass-1 statistics drift\n" + markdown_table(data["drift"], list(data["drift"][0]))
+    if "shipped" in args.parts:
+        data["shipped"] = part_shipped(tmp, args.drift_cases, args.tiled_budget_mb)
+        table += ("## Tiled vs whole, shipped settings (issue 41)\n"
+                  + markdown_table(data["shipped"], list(data["shipped"][0])))
     data["machine_after"] = machine()
     write_results("fullres" if len(args.parts) > 1 else f"fullres_{args.parts[0]}", data, table)
     return 0
