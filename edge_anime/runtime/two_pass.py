@@ -103,7 +103,7 @@ class TwoPass:
                 first, second = found
                 self.margin_px = int(second.manifest["tiling"]["margin_px"])
                 self._pair = (Engine(first, latency_device(self.engine.device), core=self.engine.core),
-                              Engine(second, self._picture_device, core=self.engine.core))
+                              Engine(second, pass2_device(self._picture_device), core=self.engine.core))
             return self._pair
 
     def prepare(self) -> None:
@@ -243,6 +243,18 @@ def picture_device(device: DeviceSection, cores: int | None = None) -> DeviceSec
     the configured ones."""
     cores = cores if cores is not None else usable_cores()
     return latency_device(device) if cores <= LATENCY_MAX_CORES else device
+
+
+def pass2_device(device: DeviceSection) -> DeviceSection:
+    """Pass 2's device settings: ``device`` at f32 inference precision, whatever precision the style's plain IR
+    runs at (issue 41). Measured on an AVX-512 BF16 AMD EPYC (toon fp16 pair, scene_0 at 2048x1536, 768 px
+    tiles, pass 1 816x612; ``benchmarks/fullres.py --parts shipped``, docs/fullres.md): with pass 2 at bf16 the
+    tiled picture was 23.9 dB from the same tiles at f32, a visibly softer picture, while the whole picture at
+    bf16 is 55.4 dB from f32 and pass 1 at bf16 with pass 2 at f32 58.6 dB. Keeping the nodes that do not depend
+    on the image (the statistics and ``tile_origin`` arithmetic) at f32 with ``disable_fp16_compression`` did
+    not help (23.9 dB), so the whole of pass 2 runs at f32: 63 s against 40 s for those tiles on that box, the
+    measured choice's bf16 is kept for pass 1 and whole pictures."""
+    return device.model_copy(update={"inference_precision": "f32"})
 
 
 def latency_device(device: DeviceSection) -> DeviceSection:
