@@ -466,8 +466,9 @@ class Pipeline:
                 if not work.stylized.flags.writeable:  # the tone guard may hand back its input, read-only
                     work.stylized = np.array(work.stylized)
                 self.faces.draw(work.stylized, work.picture.rgb, work.faces)
-                drawn, start = start, time.perf_counter()
-                work.timings["faces"] = work.timings.get("faces", 0.0) + start - drawn
+                drawn = time.perf_counter()
+                work.timings["faces"] = work.timings.get("faces", 0.0) + drawn - start  # restyle plus drawing
+                start = drawn
             image = imaging.finish(work.stylized, work.picture, cfg.image)
             work.out_size = image.size
             work.stylized = None

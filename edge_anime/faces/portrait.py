@@ -437,9 +437,9 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     own drawing), and below the eyes also over stubble and creases (a painted face with a photo's wrinkles read as
     a mask); then the blush."""
     ring = points[list(FACE_OVAL)]
-    centre = ring.mean(axis=0)
+    centre, up = ring.mean(axis=0), _up(points)
     oval = sheet.mask(polygons=(centre + (ring - centre) * 0.97,), blur_px=0.06 * unit)
-    head = sheet.mask(ellipses=((centre + _up(points) * 0.2 * unit, 1.7 * unit, 2.6 * unit),), blur_px=0.3 * unit)
+    head = sheet.mask(ellipses=((centre + up * 0.2 * unit, 1.7 * unit, 2.6 * unit),), blur_px=0.3 * unit)
     d = lab - palette.skin_lab
     likeness = np.exp(-((d[..., 0] / 55.0) ** 2 + (d[..., 1] / 10.0) ** 2 + (d[..., 2] / 12.0) ** 2))
     likeness = _blur(np.uint8(likeness * 255), 0.01 * unit) / 255
@@ -452,7 +452,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     tone = tone + (palette.light - tone) * (0.35 * bright)[..., None]  # shine on a forehead read as a white blotch
     eyes = (_centre(points, RIGHT_EYE_UPPER) + _centre(points, LEFT_EYE_UPPER)) / 2
     yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float32)
-    down = -((xx + sheet.origin[0] - eyes[0]) * _up(points)[0] + (yy + sheet.origin[1] - eyes[1]) * _up(points)[1])
+    down = -((xx + sheet.origin[0] - eyes[0]) * up[0] + (yy + sheet.origin[1] - eyes[1]) * up[1])
     lower_face = np.clip(down / (0.3 * unit), 0, 1) * sheet.mask(polygons=(centre + (ring - centre) * 0.9,),
                                                                  blur_px=0.05 * unit)
     not_black = np.clip((lab[..., 0] - 14.0) / 6.0, 0, 1)  # glasses' frames stay; jaw shadows and stubble go

@@ -44,8 +44,7 @@ class FaceRestyler:
     """Detection and the face pass for one style's pipeline; ``engine`` is the face style's (by default the
     picture's own style)."""
 
-    def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None,
-                 landmarker: FaceLandmarker | None = None) -> None:
+    def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None) -> None:
         self.engine = engine
         self.min_px = config.image.faces_min_px
         self.max_faces = config.image.faces_max
@@ -56,9 +55,8 @@ class FaceRestyler:
         self.detector = detector if detector is not None else FaceDetector(config.device)
         self.largest = self.crop_px * MAX_CROP_SHRINK / self.scale  # faces up to this size are restyled
         self.landmarker: FaceLandmarker | None = None
-        self._own_landmarker = landmarker is None
         if config.image.portrait == "auto":
-            self.landmarker = landmarker if landmarker is not None else FaceLandmarker(config.device)
+            self.landmarker = FaceLandmarker(config.device)
             log.info("faces: on (image.faces: auto, image.portrait: auto): faces of %d px and more, at most %d a "
                      "picture, drawn as anime portraits; those up to %d px first restyled in %s at %d px "
                      "(docs/faces.md)", self.min_px, self.max_faces, round(self.largest), engine.model_info.style,
@@ -71,7 +69,7 @@ class FaceRestyler:
     def close(self) -> None:
         if self._own_detector:
             self.detector.close()
-        if self.landmarker is not None and self._own_landmarker:
+        if self.landmarker is not None:
             self.landmarker.close()
 
     def detect(self, rgb: np.ndarray, *, name: str = "") -> list[Face]:
