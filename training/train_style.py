@@ -69,8 +69,19 @@ TOON2_PHASES = (
     Phase("large", "full", steps=400, crop_px=256, batch=2, lr=6e-5, warmup=20, budget_min=15.0, grad_weight=1.5,
           adv_weight=0.02),
 )
+# toon3: the same v2 target, trained on from toon2's first run. That run's critic stayed near chance (hinge
+# loss 1.4-2.1 at weight 0.02) and its pictures kept the photo's texture (look.py 0.38 against the target's
+# own 0.16): a 3x heavier critic and a heavier gradient term from the start, for twice as long.
+TOON3_PHASES = (
+    Phase("full", "full", steps=6000, crop_px=128, batch=4, lr=1.2e-4, warmup=50, budget_min=110.0,
+          grad_weight=1.0, adv_weight=0.06),
+    Phase("large", "full", steps=500, crop_px=256, batch=2, lr=5e-5, warmup=20, budget_min=20.0, grad_weight=1.5,
+          adv_weight=0.06),
+)
 SHIPPED_TOON = Path(__file__).resolve().parent / "checkpoints" / "toon.pt"
-STYLE_PHASES: dict[str, tuple[tuple[Phase, ...], Path]] = {"toon2": (TOON2_PHASES, SHIPPED_TOON)}
+TOON2_WIP = Path(__file__).resolve().parent / "checkpoints" / "toon2_wip.pt"
+STYLE_PHASES: dict[str, tuple[tuple[Phase, ...], Path]] = {"toon2": (TOON2_PHASES, SHIPPED_TOON),
+                                                         "toon3": (TOON3_PHASES, TOON2_WIP)}
 
 
 def extra_photos(cache_dir: Path, *, seed: int) -> list[tuple[str, NDArray[np.uint8]]]:
