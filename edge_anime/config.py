@@ -206,6 +206,9 @@ class RetrySection(_Section):
     initial_seconds: Seconds = 1.0
     max_seconds: Seconds = 60.0
     max_attempts: int = Field(default=10, ge=1)
+    # A claim found in flight at this many starts of the service (it died each time: the OOM killer, a
+    # decoder's crash) goes to failed/, so one poison pill cannot keep the queue behind it in work/ for good
+    max_crashes: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
     def _initial_within_max(self) -> RetrySection:

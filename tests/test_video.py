@@ -307,6 +307,37 @@ def test_sigkill_mid_clip_then_restart_gives_exactly_one_complete_output(
 
 
 @pytest.mark.slow
+def test_a_clip_the_service_dies_on_twice_goes_to_failed_and_the_photo_behind_it_is_done(
+        service_config: Callable[..., Path], make_photo: Callable[..., Path], tmp_path: Path,
+        services: list[Service]) -> None:
+    """Issue 42 item 2 with real processes and SIGKILL: the killer stands in for the OOM killer a decode bomb
+    calls. The clip is in flight at two deaths (the second time alone), so the third start sets it aside in
+    failed/ with its reason; the photo that came with it is stylized, and nothing stays in work/."""
+    cfg = service_config()
+    root = Path(yaml.safe_load(cfg.read_text())["watch"]["root"])
+    log = tmp_path / "service.log"
+    src = make_clip(tmp_path / "long.mp4", seconds=12.0)
+    (root / "inbox").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, root / "inbox" / "long.mp4")
+    for _ in range(2):
+        svc = start(services, cfg, log)
+        wait_until(lambda svc=svc: _clip_in_work(svc), timeout_s=WORK_DEADLINE_S, what="the clip in work",
+                   proc=svc.proc, log=log)
+        svc.kill()  # SIGKILL mid-clip, as the OOM killer would
+    shutil.copyfile(make_photo("photo.jpg"), root / "inbox" / "photo.jpg")
+    svc = start(services, cfg, log)
+    wait_until(lambda: visible(root / "done") and list((root / "failed").glob("*.error.json")),
+               timeout_s=WORK_DEADLINE_S, what="the photo done and the clip set aside", proc=svc.proc, log=log)
+    assert svc.stop() == 0
+    assert [p.name for p in visible(root / "failed")] == ["long.mp4", "long.mp4.error.json"]
+    report = json.loads((root / "failed" / "long.mp4.error.json").read_text())
+    assert "stopped unexpectedly 2 times" in report["reason"] and report["stage"] == "crash"
+    assert [p.name for p in visible(root / "outbox")] == ["photo_randgen.jpg"]
+    assert claims_left(root / "work") == [] and hidden(root / "outbox") == []
+    assert "runs alone next" in log.read_text()
+
+
+@pytest.mark.slow
 def test_sigterm_past_the_drain_timeout_puts_the_clip_back_untouched(
         service_config: Callable[..., Path], tmp_path: Path, services: list[Service]) -> None:
     cfg = service_config({"service": {"drain_timeout_seconds": 0.5}})

@@ -393,3 +393,52 @@ def test_a_claim_that_needs_room_waits_for_it_and_says_so_once(rig: Rig) -> None
     assert [c.rel for c, _ in rig.submitted] == ["clip.mp4"] and rig.core.room_waits == {}
     rig.finish()
     assert "clip.mp4" in rig.files(rig.folders.done) and rig.events.found == ["clip.mp4"]
+
+
+def _new_life(rig: Rig) -> None:
+    """The service died (nothing cleaned up, nothing finished) and started again over the same folders."""
+    rig.submitted.clear()
+    rig.core = WatchCore(handler=rig.handler, worker=rig.worker, source=rig.source,
+                         submit=lambda c, d: rig.submitted.append((c, d)), probe=rig._probe,
+                         events=rig.events, limit=2, clock=rig.clock)
+    rig.core.recover_at_start()
+
+
+def test_a_poison_pill_in_flight_across_max_crashes_goes_to_failed_and_the_rest_go_on(rig: Rig) -> None:
+    """Issue 42 item 2: an input that kills the service each time it runs (a decode bomb and the OOM killer)
+    used to be put back at every start and kill it again, and the photos behind it stayed in work/ for good."""
+    for name in ("good_1.jpg", "bomb.jpg", "good_2.jpg"):
+        rig.drop(name)
+    lives, beside_a_suspect = 0, []
+    rig.run(3)
+    while lives < 6:
+        names = [c.rel for c, _ in rig.submitted]
+        if any(c.crashes for c, _ in rig.submitted):
+            beside_a_suspect.append(names)
+        if "bomb.jpg" in names:  # the pipeline dies with the bomb, taking whatever ran beside it
+            lives += 1
+            _new_life(rig)
+            rig.run(3)
+            continue
+        if not rig.submitted:
+            break
+        rig.finish()
+        rig.run(3)
+    assert lives == 2  # the first death with the bomb in flight, the second with it alone; the third start fails it
+    assert all(len(names) == 1 for names in beside_a_suspect), beside_a_suspect  # a suspect runs alone
+    assert rig.files(rig.folders.failed) == ["bomb.jpg", "bomb.jpg.error.json"]
+    report = json.loads((rig.folders.failed / "bomb.jpg.error.json").read_text())
+    assert "stopped unexpectedly 2 times" in report["reason"] and "max_crashes" in report["reason"]
+    assert rig.files(rig.folders.outbox) == ["good_1_toon.jpg", "good_2_toon.jpg"]
+    assert rig.files(rig.folders.done) == ["good_1.jpg", "good_2.jpg"]
+
+
+def test_an_attempt_that_ended_is_not_counted_as_a_crash(rig: Rig) -> None:
+    """A transient failure ended its attempt (and was recorded); a later death while the claim only waited
+    for its retry is no crash of that input."""
+    rig.drop("slow.jpg")
+    rig.run(2)
+    rig.finish(TransientError("slow.jpg: out of memory while decoding", stage="decode"))
+    _new_life(rig)
+    (claim,) = list(rig.core._requeue)
+    assert (claim.crashes, claim.attempts) == (0, 1)

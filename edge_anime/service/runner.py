@@ -464,6 +464,7 @@ class WatchService:
         self._give_back_clips()
         drained = not self.core.in_flight
         if not drained:
+            self.core.forget_running()
             log.warning("stopping: %d job(s) did not finish in %s; they stay in %s and the next start "
                         "finishes them (no output is half-written)", len(self.core.in_flight),
                         _seconds(timeout_s), self.worker.path)

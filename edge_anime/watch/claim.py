@@ -5,7 +5,8 @@ Layout (one folder per claim, so one rename moves a claim with everything that b
 
     work/<worker_id>/.lock                    flock held for the worker's whole life
     work/<worker_id>/<token>/in/<rel>         the input, renamed here from inbox/<rel>
-    work/<worker_id>/<token>/claim.json       rel, chosen dst and style, attempts, failure (written before submit)
+    work/<worker_id>/<token>/claim.json       rel, chosen dst and style, attempts, failure, running and crashes
+                                              (written before submit)
     work/.names/<sha1 of dst rel>             output-name reservation (O_EXCL), content "<token>" (the
                                               claim's, which adoption keeps: the worker is not part of it)
 
@@ -60,6 +61,10 @@ class Claim:
     # Bytes its output needs free before it may start again (a clip the disk ran full under; not persisted:
     # after a restart the clip simply tries, and a full disk sets it again).
     needs_bytes: int = 0
+    # Written true with the output name just before the job is submitted, false when an attempt ends and the
+    # claim stays: a record that still says true at the next start was in flight when the service died.
+    running: bool = False
+    crashes: int = 0                  # starts of the service that found this claim in flight (poison pills)
 
     @property
     def token(self) -> str:
@@ -76,7 +81,7 @@ class Claim:
     def to_json(self) -> dict[str, Any]:
         return {"rel": self.rel, "dst": str(self.dst) if self.dst else None, "dst_key": self.dst_key,
                 "attempts": self.attempts, "failure": self.failure, "claimed_at": self.claimed_at,
-                "style": self.style}
+                "style": self.style, "running": self.running, "crashes": self.crashes}
 
 
 def save_record(claim: Claim) -> None:
@@ -104,9 +109,11 @@ def load_claim(folder: Path) -> Claim | None:
     if rel is None:
         return None
     dst = record.get("dst")
+    died_running = record.get("running") is True  # this load is a new life: the last one ended mid-job
     return Claim(folder=folder, rel=rel, dst=Path(dst) if dst else None, dst_key=record.get("dst_key"),
                  attempts=int(record.get("attempts", 0)), failure=record.get("failure"),
-                 claimed_at=float(record.get("claimed_at", time.time())), style=str(record.get("style") or ""))
+                 claimed_at=float(record.get("claimed_at", time.time())), style=str(record.get("style") or ""),
+                 crashes=int(record.get("crashes", 0)) + died_running)
 
 
 class WorkerDir:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import os
 import queue
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 
 from ..fsutil import write_atomic
 from ..naming import child
-from .claim import Claim, WorkerDir, adopt_orphans, load_claim, save_record, sweep_names
+from .claim import Claim, WorkerDir, adopt_orphans, load_claim, remove_stale_temps, save_record, sweep_names
 from .faults import Kind, StyleFault, classify, describe
 from .handler import Handler, Outcome, Verdict
 
@@ -131,7 +132,7 @@ class WatchCore:
     def step(self, wait_s: float) -> None:
         """One round: commit finished jobs, probe a paused box, start the next claim, or wait ``wait_s``."""
         self.take_results(wait_s=0.0)
-        if len(self.in_flight) >= self.limit:
+        if len(self.in_flight) >= self.limit or self._suspect_waits():
             self.take_results(wait_s=wait_s)
             return
         if self.pause is not None:
@@ -176,8 +177,25 @@ class WatchCore:
             log.info("recovery: released %d output name reservation(s) no claim held", swept)
         if claims:
             log.info("recovery: %d claim(s) left in work/", len(claims))
-        self._requeue.extend(claims)
+        self._requeue_recovered(claims)
         return len(claims)
+
+    def _requeue_recovered(self, claims: list[Claim]) -> None:
+        """Claims that were in flight when their service died go first, each to run alone (``_suspect_waits``):
+        of several in flight at a crash, only the one that crashes again alone is counted a second time."""
+        suspects = [c for c in claims if c.crashes > 0]
+        for claim in suspects:
+            log.warning("recovery: %s was being worked on when the service stopped unexpectedly (%d time(s) of "
+                        "watch.retry.max_crashes=%d); it runs alone next", json.dumps(claim.rel), claim.crashes,
+                        self.handler.config.watch.retry.max_crashes)
+        self._requeue.extend(suspects + [c for c in claims if c.crashes == 0])
+
+    def _suspect_waits(self) -> bool:
+        """Whether nothing may start now: a suspect (``Claim.crashes``) is in flight, or is next and must wait
+        for the pipeline to empty. A poison pill then takes down only itself, and is counted alone."""
+        if any(c.crashes > 0 for c in self.in_flight.values()):
+            return True
+        return bool(self.in_flight) and bool(self._requeue) and self._requeue[0].crashes > 0
 
     def adopt_orphans(self) -> list[Claim]:
         """Take over the claims of workers that died since the last look (boxes sharing the inbox)."""
@@ -187,7 +205,7 @@ class WatchCore:
             self._boundary_without_claim(exc, "adopt")
             return []
         claims = [c for c in (load_claim(f) for f in folders) if c is not None]
-        self._requeue.extend(claims)
+        self._requeue_recovered(claims)
         return claims
 
     def give_back_waiting(self) -> None:
@@ -257,6 +275,16 @@ class WatchCore:
         return False
 
     def _start(self, claim: Claim) -> None:
+        max_crashes = self.handler.config.watch.retry.max_crashes
+        finished = claim.dst is not None and os.path.exists(claim.dst)  # died after the output, before the commit
+        if claim.crashes >= max_crashes and claim.failure is None and not finished:
+            reason = (f"the service stopped unexpectedly {claim.crashes} times while working on this input (killed, "
+                      f"perhaps out of memory); set aside so the others go on (watch.retry.max_crashes: {max_crashes})")
+            log.error("%s: %s", json.dumps(claim.rel), reason)
+            if claim.dst is not None:
+                remove_stale_temps(claim.dst)  # what the killed writer left (a clip's partial file)
+            self._settle(claim, self._fail(claim, reason, "crash"), None)
+            return
         try:
             decision = self.handler.recover(claim)  # prepare, or finish what an earlier attempt left
         except Exception as exc:  # noqa: BLE001 - the boundary: faults.classify decides
@@ -269,6 +297,7 @@ class WatchCore:
 
     def _commit(self, claim: Claim, error: BaseException | None, result: Any) -> None:
         self.in_flight.pop(claim.token, None)
+        claim.running = False  # persisted below when the claim stays (a retry); otherwise its record goes
         if error is None:
             try:
                 verdict = self.handler.succeed(claim)
@@ -278,7 +307,23 @@ class WatchCore:
             verdict = self._on_error(claim, error, stage=getattr(error, "stage", "job"))
         if verdict.outcome is Outcome.DONE:
             self._probe_interval_s = 0.0  # the box writes again: the next fault starts a fresh backoff
+        elif verdict.outcome is Outcome.RETRY and not verdict.held:
+            self._forget_running(claim)
         self._settle(claim, verdict, result)
+
+    def forget_running(self) -> None:
+        """Stopping with jobs still in flight past the drain: an orderly stop, not a crash, so those claims'
+        records say so (best effort: a box fault leaves the mark, and the next start counts one crash)."""
+        for claim in list(self.in_flight.values()):
+            claim.running = False
+            self._forget_running(claim)
+
+    @staticmethod
+    def _forget_running(claim: Claim) -> None:
+        try:
+            save_record(claim)
+        except OSError as exc:
+            log.warning("%s: could not record that its attempt ended: %s", json.dumps(claim.rel), describe(exc))
 
     # --- the one error boundary ---------------------------------------------------------------------
     def _on_error(self, claim: Claim, error: BaseException, *, stage: str) -> Verdict:

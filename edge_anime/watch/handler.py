@@ -122,6 +122,7 @@ class Handler:
             self._reserve_output(claim)
         else:
             remove_stale_temps(claim.dst)
+        claim.running = True  # the job is submitted next: a start that finds this still true counts a crash
         save_record(claim)  # every time: an earlier attempt may have reserved the name but failed to save
         assert claim.dst is not None
         return claim.dst
