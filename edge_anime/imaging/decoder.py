@@ -43,7 +43,7 @@ from ..config import ImageSection
 from ..errors import InputError, TransientError
 from ..fsutil import TRANSIENT_ERRNOS
 from ..inputs import read_regular
-from . import heif, turbo
+from . import heif, heif_boxes, turbo
 from .colour import ProfileError, array_to_srgb, convertible, profile_after
 from .decoded import Decoded
 from .geometry import oriented_size
@@ -86,6 +86,7 @@ TURBO_MAX_SCANS = 2 * TYPICAL_JPEG_SCANS  # more: decoded by Pillow alone (see d
 HEAVY_DECODE_MPX = 16.0
 # Malformed files make Pillow's plugins raise any of these; all mean "this file is not a usable image".
 # RuntimeError: what Pillow's AVIF plugin raises for a damaged file ("Missing or empty image item").
+LIBHEIF_LIMIT = "Security limit exceeded"  # how libheif words a refusal by its limits (heif.apply_security_limits)
 CORRUPT_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError, KeyError, RuntimeError)
 
 
@@ -110,6 +111,7 @@ def _sync_pillow_limits(max_pixels: int) -> None:
             return
         Image.MAX_IMAGE_PIXELS = max_pixels
         warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+        heif.apply_security_limits(max_pixels)  # libheif's own limit, behind _check_container
         _synced_max_pixels = max_pixels
 
 
@@ -149,6 +151,31 @@ def jpeg_scans(data: bytes, *, stop_after: int = MAX_JPEG_SCANS) -> int:
     return scans
 
 
+def _check_container(path: Path, data: bytes, im: Image.Image, cfg: ImageSection) -> int:
+    """The pixels a HEIC/HEIF or AVIF decodes for its primary picture, by its boxes (``heif_boxes``: grid
+    tiles, coded picture sizes); InputError when any of them is over ``image.max_pixels``.
+
+    Why: the size the opener reports is the picture's after its crop (``clap``), so a 64 x 64 header can stand
+    for a 32768 x 32768 grid, or for an 8192 x 8192 coded frame; the pixel guard on ``im.size`` alone lets both
+    be decoded. Other formats: their header's size (0 here)."""
+    pixels, reason = _container_pixels(data, im, cfg.max_pixels)
+    if reason is not None:
+        raise InputError(f"{path}: {reason}, over image.max_pixels={cfg.max_pixels}; refused before decoding "
+                         f"(its {CONTAINER_NAMES[str(im.format)]} header reports {im.size[0]}x{im.size[1]}, the size "
+                         "after any crop)", stage="decode")
+    return pixels
+
+
+def _container_pixels(data: bytes, im: Image.Image, max_pixels: int) -> tuple[int, str | None]:
+    """(the coded pixels a HEIF/AVIF's primary picture decodes, why it is over ``max_pixels`` or None); (0,
+    None) for other formats and for boxes ``heif_boxes`` cannot follow, where libheif's own limit
+    (``heif.apply_security_limits``) still holds."""
+    if im.format not in CONTAINER_NAMES:
+        return 0, None
+    cost = heif_boxes.primary_cost(data)
+    return (0, None) if cost is None else (cost.coded_pixels, cost.over(max_pixels))
+
+
 def _progressive(im: Image.Image) -> bool:
     return im.format in DRAFT_FORMATS and bool(im.info.get("progressive") or im.info.get("progression"))
 
@@ -174,6 +201,10 @@ def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
             width, height = int(im.size[0]), int(im.size[1])
             if width * height > cfg.max_pixels:
                 return 0.0
+            coded, over = _container_pixels(data, im, cfg.max_pixels)
+            if over is not None:
+                return 0.0
+            pixels = max(width * height, coded)
             passes = 1.0
             if _progressive(im):
                 scans = jpeg_scans(data)
@@ -182,7 +213,7 @@ def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
                 passes = max(1.0, scans / TYPICAL_JPEG_SCANS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS):
         return 0.0
-    return width * height * passes / 1e6  # one frame: decode loads the first only
+    return pixels * passes / 1e6  # one frame: decode loads the first only
 
 
 def _orientation(im: Image.Image) -> int:
@@ -291,7 +322,11 @@ def _open_error(path: Path, exc: BaseException, cfg: ImageSection, *, data: byte
         return TransientError(f"{label}: {exc.strerror or exc}", stage="read")
     if isinstance(exc, MemoryError):
         return TransientError(f"{label}: out of memory while decoding", stage="decode")
-    return InputError(f"{label}: corrupt or truncated image data ({type(exc).__name__}: {exc})", stage="decode")
+    text = " ".join(str(exc).split())  # libheif's messages end in a newline; one line in a log, failed.jsonl
+    if LIBHEIF_LIMIT in text:
+        return InputError(f"{label}: refused by libheif's security limits, which follow image.max_pixels="
+                          f"{cfg.max_pixels} ({text})", stage="decode")
+    return InputError(f"{label}: corrupt or truncated image data ({type(exc).__name__}: {text})", stage="decode")
 
 
 def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decoded:
@@ -310,6 +345,7 @@ def decode(path: Path, cfg: ImageSection, *, data: bytes | None = None) -> Decod
             if width * height > cfg.max_pixels:  # Pillow's check covers this; kept for a plain reason
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
+            _check_container(path, data, im, cfg)
             scans = _check_scans(path, data) if _progressive(im) else 1
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1
             original = oriented_size((width, height), orientation)
@@ -368,6 +404,7 @@ def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
             if width * height > cfg.max_pixels:
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
+            _check_container(path, data, im, cfg)
             if _progressive(im):
                 _check_scans(path, data)
             orientation = _orientation(im) if cfg.apply_exif_orientation else 1

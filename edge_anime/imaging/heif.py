@@ -17,12 +17,17 @@ the wheel resets the EXIF Orientation to 1, so a HEIC is upright straight out of
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 import io
+import logging
+import os
 import threading
 
 from PIL import Image, features
+
+log = logging.getLogger(__name__)
 
 _register_lock = threading.Lock()
 _registered: bool | None = None  # None: not tried yet; False: neither wheel is installed
@@ -53,6 +58,69 @@ def ensure_registered() -> bool:
                 _registered = True
                 break
     return _registered
+
+
+class _SecurityLimits(ctypes.Structure):
+    """The head of libheif's ``struct heif_security_limits`` (heif_security_limits.h, since 1.19): fields are only
+    ever appended to it, behind ``version``, so this prefix is the same in every later libheif."""
+    _fields_ = [("version", ctypes.c_uint8), ("max_image_size_pixels", ctypes.c_uint64)]
+
+
+_limits_lock = threading.Lock()
+_limited_to: int | None = None  # the largest max_pixels libheif's global limit has been set for
+_libheif_defaults: dict[str, int] = {}  # each loaded libheif's own max_image_size_pixels, before we lowered it
+
+
+def _loaded_libheif() -> list[str]:
+    """The paths of every libheif this process has mapped (the wheels bundle their own copy, renamed)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if line.count(" ") >= 5 and "libheif" in line}
+    except OSError:
+        return []
+    return sorted(path for path in paths if os.path.basename(path).startswith("libheif") and os.path.isfile(path))
+
+
+def apply_security_limits(max_pixels: int) -> bool:
+    """Lower libheif's own largest-image limit (``max_image_size_pixels``, 32768 x 32768 by default) to
+    ``image.max_pixels``; True when it was set in every libheif loaded here.
+
+    Why: the container check (``heif_boxes``) reads the boxes by hand; libheif then refuses any picture it
+    would allocate over the same limit, each grid, tile and coded picture, if a file gets past that check.
+    Neither wheel's API takes a limit (pi-heif and pillow-heif only switch libheif's limits off), and the
+    context each decode allocates is the wheel's own, so the limit is set where every new context copies it
+    from: the global limits ``heif_get_global_security_limits`` returns. Never raised above libheif's own
+    default. Process-wide like Pillow's ``MAX_IMAGE_PIXELS``, so set once per ``max_pixels`` value; on a
+    libheif without that call (< 1.19) or outside Linux nothing changes, and the container check still
+    applies.
+
+    The limit is the largest ``max_pixels`` any config of this process has asked for, never lowered again: it
+    is process-wide, and two configs in one process (two ``Stylizer`` objects, a test run) must not refuse
+    each other's pictures, nor an encoder's output, through it; each config's own limit is the container
+    check's."""
+    global _limited_to
+    if _limited_to is not None and max_pixels <= _limited_to:
+        return True
+    with _limits_lock:
+        if _limited_to is not None and max_pixels <= _limited_to:
+            return True
+        if not ensure_registered():
+            return False
+        paths = _loaded_libheif()
+        for path in paths:
+            try:
+                library = ctypes.CDLL(path)  # already loaded: the same copy the wheel's extension uses
+                getter = library.heif_get_global_security_limits
+            except (OSError, AttributeError):
+                return False
+            getter.restype = ctypes.POINTER(_SecurityLimits)
+            limits = getter().contents
+            if limits.version < 1:
+                return False
+            default = _libheif_defaults.setdefault(path, int(limits.max_image_size_pixels)) or max_pixels
+            limits.max_image_size_pixels = min(max_pixels, default)
+        _limited_to = max_pixels if paths else None
+        return bool(paths)
 
 
 def avif_available() -> bool:
