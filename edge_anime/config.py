@@ -292,9 +292,14 @@ class HttpSection(_Section):
     request_timeout_seconds: Seconds = 60.0  # 504 past this, the job is left to finish in the background
     auth_token_file: PathField | None = None  # a file holding the Bearer token clients must send
     allow_unauthenticated: bool = False  # the explicit opt-in for a non-loopback host without a token
-    # Bytes of request bodies held in memory at once, all requests together; 503 + Retry-After past it, before
-    # the body is read (its Content-Length, else http.max_body_mb, is set aside for it).
+    # Bytes of request bodies held in memory at once, all requests together; 503 + Retry-After past it: before
+    # the body is read when its Content-Length (else http.max_body_mb) does not fit, else as its bytes arrive.
     max_bodies_mb: float = Field(default=200.0, gt=0, le=65536)
+    # ... and of one client address (behind a reverse proxy every client is the proxy's: set it to max_bodies_mb)
+    max_bodies_per_client_mb: float = Field(default=100.0, gt=0, le=65536)
+    # A body must average this rate once the grace has passed, or get a 408 (0: no floor, only the timeout).
+    min_upload_kb_per_second: float = Field(default=16.0, ge=0)
+    upload_grace_seconds: float = Field(default=5.0, ge=0, le=3600)
     # A connection's request headers must arrive within this, from its opening or the end of the last answer.
     header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     # Open connections, and those of one client address; past either the oldest idle one is closed to make

@@ -232,24 +232,76 @@ def _open_files(pid: int) -> list[str]:
 
 
 # -- 4. bodies held before admission -----------------------------------------------------------------------
+def _held_at_least(server: Here, nbytes: int) -> None:
+    """Wait (bounded) until the bodies in memory hold ``nbytes``: the bytes sent have been read and charged."""
+    deadline = time.monotonic() + ANSWER_DEADLINE_SECONDS
+    while server.app.state.service.bodies.held < nbytes:
+        assert time.monotonic() < deadline, server.app.state.service.bodies.held
+        time.sleep(0.01)
+
+
 def test_a_body_without_room_is_refused_before_it_is_read(serve_here: ServeHere) -> None:
-    """Bodies were read whole before the queue could refuse them. Each now sets its Content-Length aside in
-    http.max_bodies_mb first: without room, a 503 before the body is read (no 100 Continue is sent)."""
+    """Bodies were read whole before the queue could refuse them. A body whose Content-Length does not fit in
+    what http.max_bodies_mb has free gets a 503 before it is read (no 100 Continue is sent)."""
     server = serve_here({"max_body_mb": 2, "max_bodies_mb": 3})
     size = 2 * 2**20
+    body = _padded_jpeg(size)
     with _connect(server) as first, _connect(server) as second:
         first.sendall(_head("POST", "/v1/stylize", length=size,
                             extra="Content-Type: image/jpeg\r\nExpect: 100-continue\r\n"))
-        assert first.recv(100).startswith(b"HTTP/1.1 100")  # admitted: its 2 MB are set aside
+        assert first.recv(100).startswith(b"HTTP/1.1 100")  # admitted: its 2 MB fit
+        first.sendall(body[:-2**16])
+        _held_at_least(server, size - 2**16)  # what it sent is held: 1 MB of the 3 is free
         second.sendall(_head("POST", "/v1/stylize", length=size,
                              extra="Content-Type: image/jpeg\r\nExpect: 100-continue\r\n"))
         refused = _whole_answer(second)
         assert refused.startswith("HTTP/1.1 503") and "retry-after: 2" in refused.lower(), refused
         assert "http.max_bodies_mb (3 MB)" in refused
-        first.sendall(_padded_jpeg(size))
+        first.sendall(body[-2**16:])
         assert _whole_answer(first).startswith("HTTP/1.1 200")
-    assert server.request("/v1/stylize", data=_padded_jpeg(size), content_type="image/jpeg")[0] == 200
+    assert server.request("/v1/stylize", data=body, content_type="image/jpeg")[0] == 200
     assert "edge_anime_http_body_bytes 0.0" in _metrics(server)
+
+
+def test_slow_drip_uploads_do_not_hold_the_upload_budget(serve_here: ServeHere) -> None:
+    """Issue 42 item 7: 8 connections declaring a 25 MB body and sending a byte a second held the whole budget
+    (each declared size was set aside at admission): every real upload got 503 for 60 s, then the drips 408.
+    A body now holds what it has sent, and must average http.min_upload_kb_per_second after the grace."""
+    server = serve_here({"max_body_mb": 25, "max_bodies_mb": 200, "upload_grace_seconds": 1.0,
+                         "min_upload_kb_per_second": 16})
+    size = 25 * 2**20
+    drips = [_connect(server) for _ in range(8)]
+    try:
+        started = time.monotonic()
+        for sock in drips:
+            sock.sendall(_head("POST", "/v1/stylize", length=size, extra="Content-Type: image/jpeg\r\n") + b"\xff")
+        status, _, _ = server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")
+        assert status == 200  # before: 503 busy, "uploads in progress already hold 200.0 MB"
+        answers = [_whole_answer(sock) for sock in drips]
+        elapsed = time.monotonic() - started
+    finally:
+        for sock in drips:
+            sock.close()
+    assert all(a.startswith("HTTP/1.1 408") and "min_upload_kb_per_second" in a for a in answers), answers[0]
+    assert elapsed < 1.0 + 10.0, elapsed  # cut soon after the grace, not at request_timeout_seconds (60 s)
+    assert "edge_anime_http_body_bytes 0.0" in _metrics(server)
+
+
+def test_one_client_holds_at_most_its_share_of_the_bodies(serve_here: ServeHere) -> None:
+    """Issue 42 item 7: one address's bodies together stay within http.max_bodies_per_client_mb."""
+    server = serve_here({"max_body_mb": 2, "max_bodies_mb": 8, "max_bodies_per_client_mb": 3})
+    size = 2 * 2**20
+    body = _padded_jpeg(size)
+    with _connect(server) as first, _connect(server) as second:
+        first.sendall(_head("POST", "/v1/stylize", length=size, extra="Content-Type: image/jpeg\r\n"))
+        first.sendall(body[:-2**16])
+        _held_at_least(server, size - 2**16)
+        second.sendall(_head("POST", "/v1/stylize", length=size,
+                             extra="Content-Type: image/jpeg\r\nExpect: 100-continue\r\n"))
+        refused = _whole_answer(second)
+        assert refused.startswith("HTTP/1.1 503") and "http.max_bodies_per_client_mb (3 MB)" in refused, refused
+        first.sendall(body[-2**16:])
+        assert _whole_answer(first).startswith("HTTP/1.1 200")
 
 
 def test_sixty_concurrent_8_mb_uploads_hold_bounded_memory(start: Start) -> None:

@@ -48,7 +48,7 @@ from ..errors import InputError, TransientError, UserError
 from ..imaging.decoder import decode_header
 from ..imaging.encoder import EXT_BY_CONFIG_FORMAT
 from ..stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
-from .body import BodyBudget, Reservation, Upload, declared_length, read_upload
+from .body import BodyBudget, Pace, Reservation, Upload, declared_length, read_upload
 from .connections import ConnectionGuard
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 from .front import Front, own_names
@@ -90,7 +90,8 @@ class HttpState:
         connections = Gauge("edge_anime_http_connections", "Open HTTP connections", registry=self.registry)
         closed = Counter("edge_anime_http_connections_closed", "Connections the server closed unasked",
                          ["reason"], registry=self.registry)
-        self.bodies = BodyBudget(lambda: int(self.settings.max_bodies_mb * BYTES_PER_MB), body_bytes.set)
+        self.bodies = BodyBudget(lambda: int(self.settings.max_bodies_mb * BYTES_PER_MB), body_bytes.set,
+                                 lambda: int(self.settings.max_bodies_per_client_mb * BYTES_PER_MB))
         self.guard = ConnectionGuard(lambda: self.settings, opened=connections.set,
                                      answered=lambda status: self.count("connection", status, 0.0),
                                      dropped=lambda reason: closed.labels(reason=reason).inc())
@@ -247,11 +248,11 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         fmt = _format_for(request, config)
         limit_bytes = int(config.http.max_body_mb * BYTES_PER_MB)
         declared = declared_length(request, limit_bytes)
-        reservation = service.bodies.reserve(limit_bytes if declared is None else declared)
+        client = request.client.host if request.client else ""
+        reservation = service.bodies.reserve(limit_bytes if declared is None else declared, client)
         handed_over = False
         try:
-            upload = await _receive(request, config, limit_bytes)
-            reservation.shrink(len(upload.data))
+            upload = await _receive(request, config, limit_bytes, reservation)
             await _check_header(upload, stylizer)
             service.admit()
             handed_over = True  # from here the work's thread releases the body's share, when it is done
@@ -321,12 +322,14 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     return app
 
 
-async def _receive(request: Request, config: Config, limit_bytes: int) -> Upload:
-    """The upload within ``http.request_timeout_seconds``: a client that stalls mid-upload holds a
-    connection and its body's share of the budget, never an engine slot, and not for long (408)."""
+async def _receive(request: Request, config: Config, limit_bytes: int, reservation: Reservation) -> Upload:
+    """The upload within ``http.request_timeout_seconds`` and at ``http.min_upload_kb_per_second``: a client
+    that stalls mid-upload holds a connection and the bytes it sent, never an engine slot, and not for long
+    (408)."""
+    pace = Pace(config.http.upload_grace_seconds, config.http.min_upload_kb_per_second * 1024)
     try:
         with anyio.fail_after(config.http.request_timeout_seconds):
-            return await read_upload(request, limit_bytes)
+            return await read_upload(request, limit_bytes, reservation, pace)
     except TimeoutError:
         raise HttpError(408, "upload too slow", f"the body did not arrive within http.request_timeout_seconds "
                         f"({config.http.request_timeout_seconds:g} s)") from None

@@ -7,9 +7,15 @@ the bytes as they come, ``http.max_body_mb`` at most; a multipart body goes thro
 streaming parser and only its ``file`` part is kept, in memory.
 
 Why a budget (``BodyBudget``): 150 concurrent 20 MB uploads once held 3.9 GB before the queue could refuse
-any of them. Each request now sets its body's size aside before reading a byte (its Content-Length, or
-``http.max_body_mb`` when chunked), and gets a 503 with Retry-After when the bodies of all requests together
-would pass ``http.max_bodies_mb``; a client that sends ``Expect: 100-continue`` then never sends the body.
+any of them. The bodies of all requests together stay within ``http.max_bodies_mb``, and one client
+address's within ``http.max_bodies_per_client_mb``. A request whose Content-Length (``http.max_body_mb``
+when chunked) does not fit in what is free gets a 503 with Retry-After before a byte is read (a client that
+sends ``Expect: 100-continue`` then never sends the body); one admitted is charged as its bytes arrive, and
+gets the same 503 mid-body should the bodies streaming beside it fill the budget first.
+Why charged as they arrive, not at admission (issue 42): a body's declared size used to be held from the
+first byte, so 8 connections declaring 25 MB and sending a byte a second held the whole budget, and every
+real upload got 503 for a minute. Now a body holds what it has sent, and must keep sending: past
+``http.upload_grace_seconds`` it must average ``http.min_upload_kb_per_second`` or get a 408.
 Once the last body is released the allocator's free pages go back to the system (``memory``).
 
 A raw body is taken whatever its image type says, and also as ``application/octet-stream``, without a type,
@@ -21,11 +27,14 @@ ever as a label in error messages (``upload_name``), never as a path.
 from __future__ import annotations
 
 import io
+import math
 import threading
+import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
@@ -46,25 +55,52 @@ def too_large(limit_bytes: int) -> HttpError:
 
 
 class BodyBudget:
-    """Bytes set aside for request bodies, all requests together. Reserved on the event loop, released there
-    or on the worker thread that finished the picture (hence the lock)."""
+    """Bytes of request bodies in memory, all requests together and per client address. Charged on the event
+    loop as bytes arrive, released there or on the worker thread that finished the picture (hence the lock)."""
 
-    def __init__(self, limit_bytes: Callable[[], int], on_change: Callable[[int], None]) -> None:
-        self._limit_bytes = limit_bytes  # read at each reservation, so a reload applies at once
+    def __init__(self, limit_bytes: Callable[[], int], on_change: Callable[[int], None],
+                 client_limit_bytes: Callable[[], int] | None = None) -> None:
+        self._limit_bytes = limit_bytes  # read at each check, so a reload applies at once
+        self._client_limit_bytes = client_limit_bytes or limit_bytes
         self._on_change = on_change
         self._lock = threading.Lock()
         self._trim_pending = False
         self.held = 0
+        self._by_client: dict[str, int] = {}
 
-    def reserve(self, nbytes: int) -> Reservation:
-        limit = self._limit_bytes()
+    def reserve(self, nbytes: int, client: str = "") -> Reservation:
+        """Admit a body of ``nbytes`` (its Content-Length, or the most a chunked one may be) when it fits in
+        what is free now, for all and for ``client``; 503 before it is read otherwise. Nothing is held yet."""
         with self._lock:
-            if self.held + nbytes > limit:
-                raise HttpError(503, "busy", f"uploads in progress already hold {self.held / BYTES_PER_MB:.1f} MB "
-                                f"of http.max_bodies_mb ({limit / BYTES_PER_MB:g} MB); try again shortly",
-                                headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+            self._check(nbytes, client)
+        return Reservation(self, client)
+
+    def _check(self, nbytes: int, client: str) -> None:
+        limit, client_limit = self._limit_bytes(), self._client_limit_bytes()
+        if self.held + nbytes > limit:
+            raise HttpError(503, "busy", f"uploads in progress already hold {self.held / BYTES_PER_MB:.1f} MB of "
+                            f"http.max_bodies_mb ({limit / BYTES_PER_MB:g} MB); try again shortly",
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        mine = self._by_client.get(client, 0)
+        if mine + nbytes > client_limit:
+            raise HttpError(503, "busy", f"this client's uploads in progress already hold {mine / BYTES_PER_MB:.1f} "
+                            f"MB of http.max_bodies_per_client_mb ({client_limit / BYTES_PER_MB:g} MB); try "
+                            "again shortly", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+    def _charge(self, nbytes: int, client: str) -> None:
+        with self._lock:
+            self._check(nbytes, client)
+            self._by_client[client] = self._by_client.get(client, 0) + nbytes
         self._move(nbytes)
-        return Reservation(self, nbytes)
+
+    def _refund(self, nbytes: int, client: str) -> None:
+        with self._lock:
+            left = self._by_client.get(client, 0) - nbytes
+            if left > 0:
+                self._by_client[client] = left
+            else:
+                self._by_client.pop(client, None)
+        self._move(-nbytes)
 
     def _move(self, nbytes: int) -> None:
         with self._lock:
@@ -88,18 +124,33 @@ class BodyBudget:
 
 
 class Reservation:
-    """One request's share of the budget: shrunk to the body's real size once read, released once."""
+    """One request's share of the budget: the bytes its body has brought so far, released once."""
 
-    def __init__(self, budget: BodyBudget, nbytes: int) -> None:
-        self._budget, self.nbytes = budget, nbytes
+    def __init__(self, budget: BodyBudget, client: str) -> None:
+        self._budget, self._client, self.nbytes = budget, client, 0
 
-    def shrink(self, nbytes: int) -> None:
-        if nbytes < self.nbytes:
-            self._budget._move(nbytes - self.nbytes)
-            self.nbytes = nbytes
+    def grow(self, nbytes: int) -> None:
+        """``nbytes`` more have arrived: charged, or 503 when the budget (all, or this client's) is full."""
+        self._budget._charge(nbytes, self._client)
+        self.nbytes += nbytes
 
     def release(self) -> None:
-        self.shrink(0)
+        if self.nbytes:
+            self._budget._refund(self.nbytes, self._client)
+            self.nbytes = 0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The slowest a body may arrive: ``min_bytes_per_s`` on average once ``grace_s`` have passed (a phone on
+    a poor uplink sends a photo at 50-200 KB/s; a connection that trickles holds a slot and memory for it)."""
+
+    grace_s: float
+    min_bytes_per_s: float
+
+    def deadline(self, started: float, received: int) -> float:
+        """When the next bytes must have come, on the clock ``started`` is on."""
+        return started + self.grace_s + received / self.min_bytes_per_s if self.min_bytes_per_s > 0 else math.inf
 
 
 def declared_length(request: Request, limit_bytes: int) -> int | None:
@@ -133,18 +184,19 @@ def upload_name(raw: bytes | None) -> str | None:
     return text or None
 
 
-async def read_upload(request: Request, limit_bytes: int) -> Upload:
+async def read_upload(request: Request, limit_bytes: int, reservation: Reservation, pace: Pace) -> Upload:
     """A raw body (see the module docstring for its types) or the ``file`` part of a multipart form, in
-    memory; 413 as soon as more than ``limit_bytes`` have come, whatever the encoding; 415 for any other
-    type, with a request that works."""
+    memory, each chunk charged to ``reservation`` as it comes; 413 as soon as more than ``limit_bytes`` have
+    come, whatever the encoding; 408 when it falls behind ``pace``; 415 for any other type, with a request
+    that works."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind.startswith("image/") or kind in RAW_TYPES:
         buffer = io.BytesIO()  # grows in place; getvalue() hands its bytes over without a copy
-        await _stream(request, limit_bytes, buffer.write)
+        await _stream(request, limit_bytes, reservation, pace, buffer.write)
         return Upload(buffer.getvalue())
     if kind == "multipart/form-data":
         form = FilePart(request.headers.get("content-type", ""))
-        await _stream(request, limit_bytes, form.feed)
+        await _stream(request, limit_bytes, reservation, pace, form.feed)
         return Upload(form.finish(), upload_name(form.filename))
     url = f"{request.base_url}v1/stylize"
     raise HttpError(415, "unsupported type", f"Content-Type {kind}: send the picture as the body (any image/* "
@@ -152,12 +204,25 @@ async def read_upload(request: Request, limit_bytes: int) -> Upload:
                     f"or as multipart/form-data with a field 'file', e.g. curl -F file=@photo.jpg {url} -o out.jpg")
 
 
-async def _stream(request: Request, limit_bytes: int, sink: Callable[[bytes], object]) -> None:
-    size = 0
-    async for chunk in request.stream():
+async def _stream(request: Request, limit_bytes: int, reservation: Reservation, pace: Pace,
+                  sink: Callable[[bytes], object]) -> None:
+    size, started = 0, time.monotonic()
+    chunks = request.stream().__aiter__()
+    while True:
+        wait_s = pace.deadline(started, size) - time.monotonic()
+        try:
+            with anyio.fail_after(max(wait_s, 0.0)):
+                chunk = await chunks.__anext__()
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise HttpError(408, "upload too slow", f"{size} bytes in {time.monotonic() - started:.1f} s: a body "
+                            f"must average http.min_upload_kb_per_second ({pace.min_bytes_per_s / 1024:g}) after "
+                            f"http.upload_grace_seconds ({pace.grace_s:g} s)") from None
         size += len(chunk)
         if size > limit_bytes:
             raise too_large(limit_bytes)
+        reservation.grow(len(chunk))
         sink(chunk)
 
 
@@ -229,5 +294,5 @@ class FilePart:
         self._ended = True
 
 
-__all__ = ["BodyBudget", "FilePart", "Reservation", "Upload", "declared_length", "read_upload", "too_large",
+__all__ = ["BodyBudget", "FilePart", "Pace", "Reservation", "Upload", "declared_length", "read_upload", "too_large",
            "upload_name"]
