@@ -8,15 +8,21 @@ browser and viewer does). After that the pixels are sRGB, so the profile an outp
 the input's.
 
 Most phone JPEGs embed an sRGB profile of their own; converting those would cost a transform per photo for
-nothing. A profile is judged once (cached by its bytes): when its transform to sRGB moves none of a grid of
-probe colours by more than one level, the pixels are left as they are and the input's own sRGB profile is
-kept. A profile LittleCMS cannot read is reported by the caller and the pixels are taken as sRGB: a picture
-with a broken profile is still a picture.
+nothing. A profile is judged once (cached by its SHA-256, never by its bytes: a cache of 16 profiles of 50 MB
+held 300 MB): when its transform to sRGB moves none of a grid of probe colours by more than one level, the
+pixels are left as they are and the input's own sRGB profile is kept, as long as it is no bigger than one JPEG
+APP2 segment carries (``KEEP_OWN_MAX_BYTES``; real sRGB profiles are 0.5-4 KB): a bigger one is padding (an sRGB
+profile with 50 MB of private tag passes the probe), and sRGB's own profile says the same in 588 bytes.
+A profile LittleCMS cannot read, or over ``MAX_ICC_BYTES``, is reported by the caller and the pixels are taken
+as sRGB: a picture with a broken profile is still a picture.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
+import threading
+from collections import OrderedDict
 
 import numpy as np
 from PIL import Image, ImageCms
@@ -26,6 +32,14 @@ PROBE_LEVELS = (0, 32, 64, 96, 128, 160, 192, 224, 255)  # a 9 x 9 x 9 grid of c
 SRGB_SAME_MAX_LEVELS = 1  # a profile that moves no probe colour further is sRGB for our purpose
 INTENT = ImageCms.Intent.PERCEPTUAL  # matrix-shaper profiles have no perceptual table: LCMS uses colorimetric
 _CONVERTIBLE = {b"RGB ": "RGB", b"GRAY": "L"}
+# The largest profile used at all. Real RGB and grey profiles are 0.5 KB (matrix-shaper) to about 1.5 MB (a
+# camera's or printer's lookup tables); past 4 MB a profile is not a colour description but a payload: parsed by
+# LittleCMS on every new one, and copied into outputs it is a 16-50 MB JPEG (issue 42).
+MAX_ICC_BYTES = 4 << 20
+JPEG_ICC_CHUNK_BYTES = 65519  # one APP2 segment's profile bytes (65535 - 2 length - 14 "ICC_PROFILE\0" + n/N)
+JPEG_ICC_MAX_CHUNKS = 255  # the chunk counter is one byte: more chunks wrap it and no reader can join them
+KEEP_OWN_MAX_BYTES = JPEG_ICC_CHUNK_BYTES  # an sRGB input's own profile is copied out up to this size
+TRANSFORM_CACHE_SIZE = 16
 
 
 # nclx (ISO/IEC 23091-2) codes of a HEIF container's colour box, for a picture without an ICC profile.
@@ -57,11 +71,38 @@ def colour_space(icc: bytes | None) -> bytes | None:
     return icc[ICC_COLOUR_SPACE_OFFSET] if icc is not None and len(icc) >= 20 else None
 
 
-@functools.lru_cache(maxsize=16)
+_cache_lock = threading.Lock()
+_transforms: OrderedDict[tuple[bytes, str], ImageCms.ImageCmsTransform | None] = OrderedDict()
+
+
 def _transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
     """The LCMS transform from ``icc`` (for pixels in ``mode``) to sRGB RGB, or None when it is the identity
-    within ``SRGB_SAME_MAX_LEVELS`` (an sRGB profile). Cached: building one costs milliseconds, and a box sees
-    the same few profiles (its camera's, its phones') over and over."""
+    within ``SRGB_SAME_MAX_LEVELS`` (an sRGB profile). Cached, least recently used first out, by the profile's
+    SHA-256: building one costs milliseconds, and a box sees the same few profiles (its camera's, its phones')
+    over and over, while the cache must not keep the bytes of every profile it saw. ``ProfileError`` for a
+    profile over ``MAX_ICC_BYTES`` (before LittleCMS reads it) or one LittleCMS cannot use."""
+    if len(icc) > MAX_ICC_BYTES:
+        raise ProfileError(f"a profile of {len(icc)} bytes, over the {MAX_ICC_BYTES} a colour profile may have")
+    key = (hashlib.sha256(icc).digest(), mode)
+    with _cache_lock:
+        if key in _transforms:
+            _transforms.move_to_end(key)
+            return _transforms[key]
+    transform = _build_transform(icc, mode)
+    with _cache_lock:
+        _transforms[key] = transform
+        while len(_transforms) > TRANSFORM_CACHE_SIZE:
+            _transforms.popitem(last=False)
+    return transform
+
+
+def cached_profiles() -> int:
+    """How many profiles' transforms the cache holds (for tests and diagnostics)."""
+    with _cache_lock:
+        return len(_transforms)
+
+
+def _build_transform(icc: bytes, mode: str) -> ImageCms.ImageCmsTransform | None:
     try:
         source = ImageCms.ImageCmsProfile(io.BytesIO(icc))
         transform = ImageCms.buildTransform(source, _srgb_profile(), mode, "RGB", renderingIntent=INTENT)
@@ -90,8 +131,22 @@ def to_srgb(image: Image.Image, icc: bytes) -> tuple[Image.Image, bytes]:
                            "pixels")
     transform = _transform(icc, image.mode)
     if transform is None:
-        return image, icc
+        return image, _own_or_srgb(icc)
     return transform.apply(image), srgb_icc()
+
+
+def _own_or_srgb(icc: bytes) -> bytes:
+    """The profile an sRGB input's output carries: its own, unless it is bigger than ``KEEP_OWN_MAX_BYTES``."""
+    return icc if len(icc) <= KEEP_OWN_MAX_BYTES else srgb_icc()
+
+
+def fits_output(icc: bytes, pil_format: str) -> bool:
+    """Whether a format can carry ``icc`` whole: JPEG splits a profile into at most ``JPEG_ICC_MAX_CHUNKS``
+    APP2 segments of ``JPEG_ICC_CHUNK_BYTES`` (Pillow writes more and the one-byte counter wraps, so no reader
+    can join them); no format is given one over ``MAX_ICC_BYTES``."""
+    if len(icc) > MAX_ICC_BYTES:
+        return False
+    return pil_format != "JPEG" or len(icc) <= JPEG_ICC_CHUNK_BYTES * JPEG_ICC_MAX_CHUNKS
 
 
 def array_to_srgb(rgb: np.ndarray, icc: bytes) -> tuple[np.ndarray, bytes]:
@@ -110,7 +165,7 @@ def profile_after(icc: bytes | None, mode: str) -> bytes | None:
     if icc is None or not convertible(icc, mode):
         return None
     try:
-        return icc if _transform(icc, mode) is None else srgb_icc()
+        return _own_or_srgb(icc) if _transform(icc, mode) is None else srgb_icc()
     except ProfileError:
         return None
 

@@ -30,7 +30,7 @@ from PIL import Image
 from ..config import ImageSection, OutputSection
 from ..errors import InputError
 from . import heif
-from .colour import srgb_icc
+from .colour import fits_output, srgb_icc
 from .decoded import Decoded
 from .guided import guided_upscale
 from .planner import resize_image
@@ -148,6 +148,21 @@ def exif_for_output(raw: bytes | None, cfg: OutputSection, *, fmt: str, size: tu
     return out
 
 
+def _output_profile(decoded: Decoded, fmt: str) -> bytes:
+    """The profile an output carries: the decoded picture's (sRGB: module docstring), or sRGB's where there is
+    none or the format cannot carry it whole (``colour.fits_output``: a JPEG holds 255 APP2 chunks, and Pillow
+    writes more with a wrapped counter, a profile no reader can join). Logged when replaced: the decoder
+    bounds a profile's size already, so a caller handed this one in directly."""
+    icc = decoded.icc
+    if icc is None:
+        return srgb_icc()
+    if not fits_output(icc, fmt):
+        log.warning("%s: its %d-byte colour profile does not fit a %s; written with sRGB's", decoded.path or "image",
+                    len(icc), fmt)
+        return srgb_icc()
+    return icc
+
+
 def _flatten(image: Image.Image) -> Image.Image:
     background = Image.new("RGB", image.size, FLATTEN_BACKGROUND)
     background.paste(image, mask=image.getchannel("A"))
@@ -183,7 +198,7 @@ def encode(image: Image.Image, decoded: Decoded, cfg: OutputSection, *, ext: str
     if exif:
         params["exif"] = exif
     if cfg.keep_icc:
-        params["icc_profile"] = decoded.icc or srgb_icc()  # the pixels are sRGB (module docstring)
+        params["icc_profile"] = _output_profile(decoded, fmt)
     buffer = io.BytesIO()
     try:
         image.save(buffer, format=fmt, **params)

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageFile
 
 from ..errors import InputError
-from .colour import ProfileError, colour_space, convertible, nclx_to_srgb, srgb_icc, to_srgb
+from .colour import MAX_ICC_BYTES, ProfileError, colour_space, convertible, nclx_to_srgb, srgb_icc, to_srgb
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def _high_bit_depth_to_l(im: Image.Image) -> Image.Image:
 
 
 def _cmyk_to_rgb(im: Image.Image, icc: bytes | None) -> Image.Image:
-    if icc is not None and colour_space(icc) == b"CMYK":
+    if icc is not None and colour_space(icc) == b"CMYK" and len(icc) <= MAX_ICC_BYTES:  # colour: why a bound
         try:
             source = ImageCms.ImageCmsProfile(io.BytesIO(icc))
             converted = ImageCms.profileToProfile(im, source, _srgb_profile(), outputMode="RGB")
