@@ -66,6 +66,10 @@ class _SecurityLimits(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint8), ("max_image_size_pixels", ctypes.c_uint64)]
 
 
+# libheif's limit is a backstop against what would take the box down (a 1-gigapixel grid), not each config's
+# policy (the container check's): under 16 MP (48 MB of RGB) a picture costs what the photos here cost, and
+# libheif's encoder shares the limit, so a small max_pixels must not stop writing a HEIC of a few megapixels.
+LIBHEIF_FLOOR_PIXELS = 4096 * 4096
 _limits_lock = threading.Lock()
 _limited_to: int | None = None  # the largest max_pixels libheif's global limit has been set for
 _libheif_defaults: dict[str, int] = {}  # each loaded libheif's own max_image_size_pixels, before we lowered it
@@ -81,9 +85,15 @@ def _loaded_libheif() -> list[str]:
     return sorted(path for path in paths if os.path.basename(path).startswith("libheif") and os.path.isfile(path))
 
 
+def libheif_limit(max_pixels: int) -> int:
+    """The largest picture libheif is let allocate for ``image.max_pixels``: a quarter more (a coded picture is
+    padded to whole blocks: 1000 x 498 is coded 1000 x 504), and never under ``LIBHEIF_FLOOR_PIXELS``."""
+    return max(LIBHEIF_FLOOR_PIXELS, max_pixels + max_pixels // 4)
+
+
 def apply_security_limits(max_pixels: int) -> bool:
-    """Lower libheif's own largest-image limit (``max_image_size_pixels``, 32768 x 32768 by default) to
-    ``image.max_pixels``; True when it was set in every libheif loaded here.
+    """Lower libheif's own largest-image limit (``max_image_size_pixels``, 32768 x 32768 by default) to follow
+    ``image.max_pixels`` (``libheif_limit``); True when it was set in every libheif loaded here.
 
     Why: the container check (``heif_boxes``) reads the boxes by hand; libheif then refuses any picture it
     would allocate over the same limit, each grid, tile and coded picture, if a file gets past that check.
@@ -118,7 +128,7 @@ def apply_security_limits(max_pixels: int) -> bool:
             if limits.version < 1:
                 return False
             default = _libheif_defaults.setdefault(path, int(limits.max_image_size_pixels)) or max_pixels
-            limits.max_image_size_pixels = min(max_pixels, default)
+            limits.max_image_size_pixels = min(libheif_limit(max_pixels), default)
         _limited_to = max_pixels if paths else None
         return bool(paths)
 
