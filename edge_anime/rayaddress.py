@@ -6,7 +6,10 @@ in its own words and exit status; the parsing and the probe are this one piece.
 """
 from __future__ import annotations
 
+import os
 import socket
+import sys
+from typing import Any
 
 DEFAULT_PORT = 6379  # `ray start --head`'s own default
 CONNECT_TIMEOUT_S = 5.0  # the head's port must accept a connection within this
@@ -34,3 +37,30 @@ def unreachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | Non
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def init_kwargs(address: str) -> dict[str, Any]:
+    """``ray.init``'s arguments for ``--ray ADDRESS``. "local" is Ray's own "start a new cluster here": never
+    None, which joins ``RAY_ADDRESS`` or the last cluster ``ray start`` ran on this box (issue 42: "local" sent
+    work to other nodes, where local paths fail). A cluster started here is this box's alone (``_loopback_only``)
+    and has no dashboard."""
+    if address == "local":
+        _loopback_only()
+        return {"address": "local", "include_dashboard": False}
+    return {"address": address}
+
+
+def _loopback_only() -> None:
+    """Make the cluster ``ray.init(address="local")`` starts listen on 127.0.0.1 only. Its node address is
+    otherwise the box's LAN address (Ray turns ``_node_ip_address="127.0.0.1"`` back into it), and the
+    Prometheus endpoints of its agent, dashboard and autoscaler then took 0.0.0.0 without auth (issue 42).
+    Ray has one switch for a single-machine, loopback-only cluster: the one it sets itself on macOS and
+    Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``. It is read at import by every process Ray starts (they
+    inherit this environment), and by the driver's already imported constants at ``ray.init``."""
+    os.environ[_SINGLE_BOX_ENV] = "0"
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+_SINGLE_BOX_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

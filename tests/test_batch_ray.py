@@ -4,6 +4,8 @@ mid-job with SIGKILL of its raylet: every photo exactly one output, no temp file
 from __future__ import annotations
 
 import importlib.util
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -81,3 +83,63 @@ def test_batch_on_two_nodes_survives_a_lost_node_exactly_once(
         assert again.returncode == EXIT_OK, again.stderr[-3000:]
         assert f"{count} of {count} input(s) already done" in again.stdout
         assert _mtimes(out) == before
+
+
+def _metrics_listeners_off_loopback(root_pid: int) -> list[str]:
+    """Sockets of ``root_pid``'s process tree listening off loopback that answer ``GET /metrics``."""
+    import http.client
+    import urllib.request
+
+    import psutil
+
+    found: list[str] = []
+    try:
+        procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return found
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for conn in conns:
+            if conn.status != psutil.CONN_LISTEN or conn.laddr.ip.startswith("127.") or conn.laddr.ip == "::1":
+                continue
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{conn.laddr.port}/metrics", timeout=2) as answer:
+                    if b"# HELP" in answer.read(65536):
+                        found.append(f"{conn.laddr.ip}:{conn.laddr.port} ({proc.name()})")
+            except (OSError, http.client.HTTPException):  # not HTTP (Ray's gRPC and object ports)
+                continue
+    return found
+
+
+def test_ray_local_starts_its_own_cluster_and_its_metrics_listen_on_loopback(
+        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+    """Issue 42 items 8 and 12: ``--ray local`` ran ``ray.init(address=None)``, which joins RAY_ADDRESS (or the
+    last `ray start` of the box) and so sent the work to other nodes; and the cluster it started served
+    Prometheus metrics on 0.0.0.0 without auth. Here RAY_ADDRESS names a port nothing listens on: joining it
+    fails, so only a cluster of its own finishes the batch."""
+    inbox, out = tmp_path / "in", tmp_path / "out"
+    for i in range(12):
+        make_photo(f"p{i:02d}.jpg", 384, 288, folder=inbox, seed=i)
+    cfg = write_config({"image": {"max_side": 384}, "ray": {"batch": {"batch_size": 1}}})
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{closed.getsockname()[1]}"
+    proc = subprocess.Popen([sys.executable, "-m", "edge_anime", "batch", str(inbox), "-o", str(out), "--config",
+                             str(cfg), "--ray", "local", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "RAY_ADDRESS": nobody})
+    exposed: set[str] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            exposed.update(_metrics_listeners_off_loopback(proc.pid))
+            time.sleep(0.5)  # a look every half second while the cluster lives; the exit ends the loop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_OK, err[-3000:]
+    assert len([p for p in out.glob(f"*_{STYLE}.jpg") if not p.name.startswith(TEMP_PREFIX)]) == 12
+    assert exposed == set(), exposed

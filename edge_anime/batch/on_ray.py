@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UserError
-from ..rayaddress import DEFAULT_PORT, unreachable
+from ..rayaddress import DEFAULT_PORT, init_kwargs, unreachable
 from ..runtime.host import HUGE_PAGES_TUNABLE
 from .plan import Item
 from .work import Outcome, stylize_items
@@ -117,8 +117,7 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
     if address != "local" and ":" not in address:
         address = f"{address}:{DEFAULT_PORT}"
     try:
-        ray.init(address=None if address == "local" else address, logging_level=logging.WARNING,
-                 log_to_driver=False, include_dashboard=False if address == "local" else None)
+        ray.init(**init_kwargs(address), logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UserError(f"--ray {address}: cannot join the Ray cluster: {exc}") from None
     try:

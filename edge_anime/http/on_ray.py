@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config, is_loopback
 from ..errors import UserError
-from ..rayaddress import unreachable
+from ..rayaddress import init_kwargs, unreachable
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -207,7 +207,7 @@ def _connect(address: str) -> None:
     _reachable(address)
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # its INFO lines say "will not be applied" of ours
     try:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+        ray.init(**init_kwargs(address), logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ClusterUnavailable(f"--ray {address}: cannot join the Ray cluster: {exc}; start one with `ray "
