@@ -299,13 +299,11 @@ class Stylizer:
         ``state``, a stop sets ``cancel``. ``video``: the clip settings when the caller's config moved on since
         this Stylizer was built (a reload that changed only ``video.*`` needs no recompile). Needs the
         ``video`` extra."""
+        from .progressbar import TerminalBar
         from .video.job import stylize_clip
 
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(unit="frame", dynamic_ncols=True, desc=Path(src).name)
+        shown = TerminalBar(unit="frame", desc=Path(src).name) if progress else None
+        bar = shown.bar if shown is not None else None
 
         def tick(now: Progress) -> None:
             if bar is not None:
@@ -320,8 +318,8 @@ class Stylizer:
                 return stylize_clip(pipeline, config, Path(src), Path(dst), progress=state, cancel=cancel,
                                     on_frame=tick)
         finally:
-            if bar is not None:
-                bar.close()
+            if shown is not None:
+                shown.close()
 
     @contextlib.contextmanager
     def pipeline_for(self, style: str | None = None) -> Iterator[Pipeline]:
@@ -465,9 +463,10 @@ class _Bar:
     (tqdm takes a fractional count). Ticked from pipeline threads, so under a lock."""
 
     def __init__(self, total: int) -> None:
-        from tqdm import tqdm
+        from .progressbar import TerminalBar
 
-        self._bar = tqdm(total=total, unit="img", dynamic_ncols=True)
+        self._shown = TerminalBar(total, unit="img")
+        self._bar = self._shown.bar
         self._lock = threading.Lock()
         self._finished = 0
         self._partial: dict[int, float] = {}
@@ -487,7 +486,7 @@ class _Bar:
             self._show()
 
     def close(self) -> None:
-        self._bar.close()
+        self._shown.close()
 
     def _show(self) -> None:
         self._bar.n = round(self._finished + sum(self._partial.values()), 3)

@@ -21,7 +21,7 @@ PACKAGE = "edge_anime"
 
 # (layer, module prefixes under edge_anime). A prefix names a module or a whole subpackage.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "fsutil", "yamlload", "locations", "logs", "ticking", "rayaddress", "_bundled")),
+    ("base", ("errors", "fsutil", "yamlload", "locations", "logs", "ticking", "progressbar", "rayaddress", "_bundled")),
     ("settings", ("config", "inputs", "preflight")),
     ("imaging", ("imaging",)),
     ("styles", ("models",)),
