@@ -12,6 +12,11 @@ style is a *route*: it is always entered, whatever ``watch.recursive`` says, and
 (``style_of``). Folders below a route follow ``watch.recursive`` like any other. A *held* name is a style that
 a reload stopped serving: its folder is not entered, so the files waiting there stay untouched.
 
+A search never takes what edge-anime itself writes below the folder searched (``Skip``): ``batch in -r -o in/out``
+used to take the outputs of the run before as inputs, ``scene_toon_toon_toon.jpg`` after three runs. The
+command's output folder and the watch folder's own folders are skipped when they lie inside an input folder,
+and the command says so once.
+
 Only regular files are inputs, wherever the name comes from (``read_regular``, ``check_regular``): reading
 ``/dev/zero`` never ends (the Python API was OOM-killed at 23.8 GB), opening a FIFO waits forever for a writer,
 and neither is a picture. The CLI and the watch folder's claim refused them already; the Python API and
@@ -22,10 +27,11 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import glob
+import itertools
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import WatchSection
@@ -94,9 +100,10 @@ class InputFilter:
         parts = rel.split("/")
         return not any(self.ignored(p) for p in parts) and not self.wanted_extension(parts[-1])
 
-    def files_in(self, folder: Path, *, recursive: bool | None = None) -> list[Path]:
+    def files_in(self, folder: Path, *, recursive: bool | None = None, skip: Skip | None = None) -> list[Path]:
         """The input files under ``folder`` (sub-folders only when recursive), sorted for repeatable runs;
-        folders are never entered through a symlink, as in the watch folder's scan."""
+        folders are never entered through a symlink, as in the watch folder's scan, nor when ``skip`` names
+        them (edge-anime's own output folders)."""
         deep = self.recursive if recursive is None else recursive
         found: list[Path] = []
         stack = [folder]
@@ -105,7 +112,7 @@ class InputFilter:
             for entry in sorted(current.iterdir()):
                 rel = entry.relative_to(folder).as_posix()
                 if entry.is_dir() and not entry.is_symlink():
-                    if self.enters(rel, recursive=deep):
+                    if self.enters(rel, recursive=deep) and not (skip and skip.covers(entry, within=folder)):
                         stack.append(entry)
                 elif entry.is_file() and self.accepts(rel, recursive=deep):
                     found.append(entry)
@@ -170,39 +177,101 @@ class Source:
     subdir: Path = Path()
 
 
-def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter) -> list[Source]:
-    return [Source(p, p.parent.relative_to(folder)) for p in accept.files_in(folder, recursive=recursive)]
+@dataclass
+class Skip:
+    """Folders a search never takes inputs from: the run's output folder and the watch folder's own folders
+    (``folders``: why each is skipped, by resolved path), and those a search met (``met``), for the one line
+    the command prints. Only a folder strictly inside the one searched is skipped: naming a folder itself
+    (``batch done/ -o x``) is asking for it."""
+
+    folders: dict[Path, str] = field(default_factory=dict)
+    met: dict[Path, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.folders)
+
+    def add(self, folder: Path, why: str) -> None:
+        self.folders.setdefault(Path(os.path.realpath(folder)), why)
+
+    def covers(self, path: Path, *, within: Path) -> bool:
+        """Whether the folder ``path``, met in a search of ``within``, is one of ``folders`` (or inside one)
+        that lies strictly below ``within``; the skipped folder is recorded in ``met`` when it is."""
+        real, top = Path(os.path.realpath(path)), Path(os.path.realpath(within))
+        for folder, why in self.folders.items():
+            if top in folder.parents and (real == folder or folder in real.parents):
+                self.met.setdefault(folder, why)
+                return True
+        return False
+
+    def said(self) -> str | None:
+        """The one line saying which folders were skipped, or None when the search met none."""
+        if not self.met:
+            return None
+        shown = ", ".join(f"{folder} ({why})" for folder, why in self.met.items())
+        return f"not taken as input (edge-anime's own output): {shown}"
 
 
-def collect_sources(inputs: Sequence[str], *, recursive: bool,
-                    accept: InputFilter) -> tuple[list[Source], list[str]]:
+class Problem(str):
+    """One line for an input that named nothing (``in/a:b.jpg: no such file or folder``), which also keeps the
+    input as given (``input``): a reader of failed.jsonl gets it whole, where splitting the line at its first
+    ':' cut ``in/a:b.jpg`` to ``in/a``."""
+
+    input: str
+
+    def __new__(cls, given: str, reason: str) -> Problem:
+        line = super().__new__(cls, f"{given}: {reason}")
+        line.input = given
+        return line
+
+
+def _folder_sources(folder: Path, *, recursive: bool, accept: InputFilter, skip: Skip | None) -> list[Source]:
+    return [Source(p, p.parent.relative_to(folder))
+            for p in accept.files_in(folder, recursive=recursive, skip=skip)]
+
+
+def _skipped_below(folder: Path, top: Path, skip: Skip | None) -> bool:
+    """``folder`` (a glob's match, or a matched file's folder) is a skipped folder, or inside one, strictly
+    below ``top``, the part of the pattern before its first wildcard (``in`` of ``in/**/*.jpg``)."""
+    return skip is not None and skip.covers(folder, within=top)
+
+
+def _fixed_part(pattern: str) -> Path:
+    """The folder a glob pattern starts from: its leading components without a wildcard."""
+    fixed = list(itertools.takewhile(lambda part: not glob.has_magic(part), Path(pattern).parts))
+    return Path(*fixed) if fixed else Path()
+
+
+def collect_sources(inputs: Sequence[str], *, recursive: bool, accept: InputFilter,
+                    skip: Skip | None = None) -> tuple[list[Source], list[Problem]]:
     """Expand the command line into files (each once), plus one problem line per input that named nothing.
 
     A file named explicitly is always tried, whatever its extension: decode says whether it is an image.
     Folders and globs take what the watch folder would take (``inputs.InputFilter``: ``watch.extensions``,
-    no ignored or temp names).
+    no ignored or temp names), and nothing inside a folder ``skip`` names.
     """
     sources: list[Source] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
     for text in inputs:
         path = Path(text)
         if path.is_dir():
-            sources += _folder_sources(path, recursive=recursive, accept=accept)
+            sources += _folder_sources(path, recursive=recursive, accept=accept, skip=skip)
         elif path.is_file():
             sources.append(Source(path))
         elif os.path.lexists(path):
-            problems.append(f"{path}: not a regular file")
+            problems.append(Problem(str(path), "not a regular file"))
         elif glob.has_magic(text):
+            top = _fixed_part(text)
             matches = [Path(m) for m in sorted(glob.glob(text, recursive=recursive))]
-            files = [Source(m) for m in matches if m.is_file() and accept.accepts(m.name)]
-            folders = [m for m in matches if m.is_dir()]
+            files = [Source(m) for m in matches
+                     if m.is_file() and accept.accepts(m.name) and not _skipped_below(m.parent, top, skip)]
+            folders = [m for m in matches if m.is_dir() and not _skipped_below(m, top, skip)]
             for folder in folders:
-                files += _folder_sources(folder, recursive=recursive, accept=accept)
+                files += _folder_sources(folder, recursive=recursive, accept=accept, skip=skip)
             if not files:
-                problems.append(f"{text}: no image file matches")
+                problems.append(Problem(text, "no image file matches"))
             sources += files
         else:
-            problems.append(f"{path}: no such file or folder")
+            problems.append(Problem(str(path), "no such file or folder"))
     unique: dict[Path, Source] = {}
     for source in sources:
         unique.setdefault(source.path.resolve(), source)
