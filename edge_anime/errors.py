@@ -15,6 +15,8 @@ EXIT_FAILURES = 1      # a batch finished but some inputs failed
 EXIT_USAGE = 2         # argparse's own convention
 EXIT_CONFIG = 78       # EX_CONFIG from sysexits.h: bad config or model; restarting will not help
 EXIT_INTERNAL = 70     # EX_SOFTWARE: a bug
+EXIT_CANTCREAT = 73    # EX_CANTCREAT: the output folder cannot be made or written (read-only, full, a file)
+EXIT_IOERR = 74        # EX_IOERR: writes failed during the run for the box's storage, not for the inputs
 
 
 class EdgeAnimeError(Exception):

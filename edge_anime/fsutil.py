@@ -56,6 +56,23 @@ def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
         raise
 
 
+PROBE_BYTES = 4096  # one block: a full disk refuses it, where creating an empty file may still succeed
+
+
+def probe_write(folder: Path) -> None:
+    """Write, sync and remove one hidden temp file in ``folder``: raises the OSError a real output would meet
+    there (EROFS, EACCES or EPERM for an immutable folder, ENOSPC, ENOTDIR). Why a write and not
+    ``os.access``: root passes ``access`` on a mode-0555 folder, and only a write finds a full disk."""
+    tmp = temp_path_for(folder / "write-probe")
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(b"\0" * PROBE_BYTES)
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        _unlink_quietly(tmp)
+
+
 def _unlink_quietly(path: Path) -> None:
     """Remove a temp file on the way out of a failure; a second error (EIO, EROFS) must not hide the first."""
     with contextlib.suppress(OSError):

@@ -11,12 +11,15 @@ filesystem but not with the temp prefix; a manifest ``style`` of ``../../x`` tha
 - ``suffixed`` / ``first_free``: ``a.jpg``, ``a-1.jpg``, ``a-2.jpg``... each candidate fitted to the budget.
 - ``output_extension``: ``mp4`` for a clip, else what ``output.format`` says for a photo.
 - ``child``: the one place a formatted name becomes a path; refuses anything but one component.
+- ``SourceNames``: which name an input's output is rendered from (``stylize`` and ``batch``): its own, or,
+  when another input of its folder would get the same output name (``photo.jpg`` and ``photo.png`` with
+  ``format: jpeg``), its name with its extension (``qualified_name``: ``photo_jpg_toon.jpg``).
 """
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -167,3 +170,62 @@ def check_style(template: str, style: str) -> None:
     except UnsafeNameError as exc:
         raise ModelError(f"the model's style {style!r} in output.name_template {template!r} makes {exc}; "
                               "fix the manifest's style or the template") from None
+
+
+def qualified_name(name: str) -> str:
+    """``photo.jpg`` -> ``photo_jpg.jpg``: the name an output is rendered from when another input of the same
+    folder would get the same output name; with the input's own extension in its stem, the template makes
+    ``photo_jpg_toon.jpg``, still a name of that input alone."""
+    stem, ext = _split_ext(name)
+    return f"{stem}_{ext[1:]}{ext}" if ext else name
+
+
+class SourceNames:
+    """Which name each input's output is rendered from: the input's own, or ``qualified_name`` when another
+    input in the same folder would get the same output name. One rule for ``stylize`` and ``batch``.
+
+    Why by the folder on disk and not by this run's inputs nor by their order: ``batch`` counts an output that
+    exists as done, so a name must say which input it belongs to on every run. Suffixing in the order given
+    did not: ``photo.png`` alone got ``photo_toon.jpg``; with ``photo.jpg`` beside it on the next run,
+    ``photo.jpg`` took ``photo_toon.jpg`` (already there: counted done, never stylized) and ``photo.png``
+    became ``photo_toon-1.jpg``. Deciding by the run's inputs fails the same way for ``batch in/*.png`` then
+    ``batch in/*.jpg``. The folder's inputs are ``is_input``'s files in it (the folder rule: wanted
+    extensions, no hidden or temp names) and the run's ``named`` files (asked for by name, whatever their
+    extension). Without a clash (the common case) nothing changes: ``photo_toon.jpg``.
+    """
+
+    def __init__(self, template: str, *, style: str, ext_of: Callable[[Path], str],
+                 is_input: Callable[[str], bool], named: Iterable[Path] = ()) -> None:
+        self.template = template
+        self.style = style
+        self.ext_of = ext_of
+        self.is_input = is_input
+        self._named: dict[Path, set[str]] = {}
+        for path in named:
+            self._named.setdefault(path.parent, set()).add(path.name)
+        self._outputs: dict[Path, dict[str, int]] = {}
+
+    def plain(self, path: Path) -> str:
+        """The template's own first name for ``path``'s output, as if it had no neighbour."""
+        return output_name(self.template, source_name=path.name, style=self.style, ext=self.ext_of(path), n=0)
+
+    def __call__(self, path: Path) -> str:
+        """The name ``path``'s output is rendered from: ``path.name``, or ``qualified_name`` of it on a clash."""
+        clashes = self._clashes(path.parent)
+        return qualified_name(path.name) if clashes.get(self.plain(path), 0) > 1 else path.name
+
+    def _clashes(self, folder: Path) -> dict[str, int]:
+        """Output name -> how many inputs of ``folder`` would get it (listed once per folder)."""
+        if folder not in self._outputs:
+            names = set(self._named.get(folder, ()))
+            try:
+                with os.scandir(folder) as entries:
+                    names.update(e.name for e in entries if self.is_input(e.name) and e.is_file())
+            except OSError:  # gone or unreadable: the inputs named are all that is known
+                pass
+            counts: dict[str, int] = {}
+            for name in names:
+                plain = self.plain(folder / name)
+                counts[plain] = counts.get(plain, 0) + 1
+            self._outputs[folder] = counts
+        return self._outputs[folder]

@@ -67,7 +67,11 @@ def test_names_never_overwrite(tmp_path: Path, make_photo: Callable[..., Path],
             str(write_config())]
     assert main(args) == 0
     assert (out / f"a_{STYLE}.jpg").read_bytes() == b"precious"
-    assert sorted(p.name for p in out.iterdir()) == [f"a_{STYLE}-1.jpg", f"a_{STYLE}-2.jpg", f"a_{STYLE}.jpg"]
+    # a.jpg and a.png share a folder: each output's name carries its input's extension (naming.SourceNames)
+    assert sorted(p.name for p in out.iterdir()) == [f"a_jpg_{STYLE}.jpg", f"a_png_{STYLE}.jpg", f"a_{STYLE}.jpg"]
+    assert main(args) == 0  # the next run: both names taken on disk, suffixed as before
+    assert sorted(p.name for p in out.iterdir()) == [f"a_jpg_{STYLE}-1.jpg", f"a_jpg_{STYLE}.jpg",
+                                                     f"a_png_{STYLE}-1.jpg", f"a_png_{STYLE}.jpg", f"a_{STYLE}.jpg"]
 
 
 def test_name_template_and_numbering(tmp_path: Path, make_photo: Callable[..., Path],

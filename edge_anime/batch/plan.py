@@ -1,12 +1,14 @@
 """What a batch has to do: every input with its output path, split into done (the output exists) and to do.
 
-Exactly once rests on two facts. An output's name is fixed by the input alone (``output.name_template``, and a
-``-1`` suffix only for two inputs of the same run that would share a name, in the order given), so a re-run or
-a retried Ray batch writes the same path. And every output is written temp-then-rename
-(``fsutil.write_atomic``, the clip writer), so the path holds a whole picture or nothing. An output that
-exists is therefore done: a re-run skips it, and so does an actor given an input that a killed attempt already
-finished. What a killed attempt leaves is a hidden temp file beside the output; ``leftover_temps`` finds those
-of this plan's outputs (and no one else's), and the command removes them before and after a run.
+Exactly once rests on two facts. An output's name is fixed by the input alone (``output.name_template``; the
+input's extension joins its stem when another input of its folder would get the same name,
+``naming.SourceNames``; and a ``-1`` suffix only for inputs of different folders given to the same run that
+would share a name, in the order given), so a re-run or a retried Ray batch writes the same path. And every
+output is written temp-then-rename (``fsutil.write_atomic``, the clip writer), so the path holds a whole
+picture or nothing. An output that exists is therefore done: a re-run skips it, and so does an actor given an
+input that a killed attempt already finished. What a killed attempt leaves is a hidden temp file beside the
+output; ``leftover_temps`` finds those of this plan's outputs (and no one else's), and the command removes them
+before and after a run.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import naming
 from ..fsutil import TEMP_ID_CHARS, TEMP_PREFIX
-from ..inputs import Source
+from ..inputs import InputFilter, Source
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -42,29 +44,42 @@ class Item:
 class Plan:
     todo: list[Item] = field(default_factory=list)
     done: list[Item] = field(default_factory=list)  # the output exists: skipped
+    # Outputs of an earlier run under a plain name that two inputs of one folder now share: whose it is cannot
+    # be known, so neither is counted done by it; both get their own names and the file is left as it was.
+    left: list[Path] = field(default_factory=list)
 
     @property
     def items(self) -> list[Item]:
         return self.todo + self.done
 
 
-def make_plan(sources: Sequence[Source], out_dir: Path, config: Config, *, style: str) -> Plan:
-    """Each source's output path under ``out_dir`` (its sub-folder mirrored), by the template alone: a name
-    on disk does not move it, it marks it done."""
+def make_plan(sources: Sequence[Source], out_dir: Path, config: Config, *, style: str,
+              accept: InputFilter) -> Plan:
+    """Each source's output path under ``out_dir`` (its sub-folder mirrored), by the template and the input's
+    folder (``naming.SourceNames``, with ``accept`` the folder rule for inputs): a name on disk does not move
+    it, it marks it done."""
     from ..video import is_clip
 
     plan = Plan()
     taken: set[Path] = set()
     root = out_dir.resolve()
+    names = naming.SourceNames(config.output.name_template, style=style,
+                               ext_of=functools.partial(naming.output_extension, config),
+                               is_input=accept.accepts, named=[source.path for source in sources])
     for source in sources:
         folder = root / source.subdir
         ext = naming.output_extension(config, source.path)
-        name = naming.free_output_name(config.output.name_template, source_name=source.path.name, style=style,
+        source_name = names(source.path)
+        name = naming.free_output_name(config.output.name_template, source_name=source_name, style=style,
                                        ext=ext, is_free=functools.partial(_untaken, folder, taken))
         dst = naming.child(folder, name)
         taken.add(dst)
         item = Item(str(source.path.resolve()), str(dst), is_clip(source.path.name, config.video))
         (plan.done if os.path.lexists(dst) else plan.todo).append(item)
+        if source_name != source.path.name and item in plan.todo:  # said on the run that writes its own name
+            plain = folder / names.plain(source.path)
+            if os.path.lexists(plain) and plain not in plan.left:
+                plan.left.append(plain)
     return plan
 
 

@@ -32,13 +32,15 @@ Status = Literal["written", "skipped", "failed"]
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of one item. ``worker``: the host and process that ran it (a Ray run's spread)."""
+    """What became of one item. ``worker``: the host and process that ran it (a Ray run's spread). ``box``: it
+    failed for the box's storage (disk full, read-only, I/O error), not for the input (``watch.faults``)."""
 
     src: str
     dst: str
     status: Status
     reason: str = ""
     bug: bool = False
+    box: bool = False
     seconds: float = 0.0
     worker: str = ""
 
@@ -48,7 +50,8 @@ class Outcome:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Outcome:
         return cls(src=str(row["src"]), dst=str(row["dst"]), status=row["status"], reason=str(row["reason"]),
-                   bug=bool(row["bug"]), seconds=float(row["seconds"]), worker=str(row["worker"]))
+                   bug=bool(row["bug"]), box=bool(row.get("box", False)), seconds=float(row["seconds"]),
+                   worker=str(row["worker"]))
 
 
 def worker_name() -> str:
@@ -101,10 +104,13 @@ def stylize_items(stylizer: Stylizer, items: Sequence[Item], *, style: str,
 
 
 def _outcome(item: Item, error: BaseException | None, seconds: float, worker: str) -> Outcome:
+    from ..watch.faults import Kind, classify
+
     if error is None:
         return Outcome(item.src, item.dst, "written", seconds=seconds, worker=worker)
     reason, bug = failure_reason(error, item.src)
-    return Outcome(item.src, item.dst, "failed", reason=reason, bug=bug, seconds=seconds, worker=worker)
+    return Outcome(item.src, item.dst, "failed", reason=reason, bug=bug, box=classify(error) is Kind.BOX,
+                   seconds=seconds, worker=worker)
 
 
 def run_local(config: Config, items: Sequence[Item], *, style: str,

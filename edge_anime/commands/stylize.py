@@ -1,10 +1,14 @@
 """`edge-anime stylize INPUT... -o DIR`: stylize files, folders and globs once, through the service's pipeline.
 
 Every input is tried even when others fail; the failures are listed at the end, one line each with the
-reason, and the exit status is 1 (70 when one of them was a bug, 78 for a bad config or model, before any
-work starts). Output names follow ``output.name_template``; a name already taken (on disk or by another
-input of the same batch) gets ``-1``, ``-2``... as in the watch folder, so nothing is overwritten, and one
-line at the end says which outputs got such a name and why. ``--overwrite`` replaces an existing output of
+reason, and the exit status is 1 (70 when one of them was a bug, 74 when writes failed for the box's storage
+during the run; before any work starts, 73 for an output folder that cannot be made or written and 78 for a
+bad config or model). Output names follow ``output.name_template``, from the input's own name, or from it
+with its extension added when another input of its folder would get the same name (``naming.SourceNames``:
+``photo_jpg_toon.jpg`` beside ``photo_png_toon.jpg``); a name already taken (on disk or by another input of
+the same batch) gets ``-1``, ``-2``... as in the watch folder, so nothing is overwritten, and one line at the
+end says which outputs got such a name and why. Folders and globs never take what lies in the output folder
+or the watch folder's own folders (``output_skip``). ``--overwrite`` replaces an existing output of
 the same name instead (temp then rename, as every write), never an input of the same run.
 
 What it is doing is said on stderr as it happens, through the project's logging (``console_log``): the
@@ -16,25 +20,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import naming
 from ..errors import (
+    EXIT_CANTCREAT,
     EXIT_FAILURES,
     EXIT_INTERNAL,
+    EXIT_IOERR,
     EXIT_OK,
-    EXIT_USAGE,
     UserError,
     failure_reason,
 )
-from ..inputs import InputFilter, Source, collect_sources
+from ..inputs import InputFilter, Skip, Source, collect_sources
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -77,15 +83,19 @@ class Planned:
 
 
 def output_path(source: Source, out_dir: Path, config: Config, *, style: str, taken: set[Path],
-                overwrite: bool = False, inputs: frozenset[Path] = frozenset()) -> Planned:
+                overwrite: bool = False, inputs: frozenset[Path] = frozenset(),
+                names: naming.SourceNames | None = None) -> Planned:
     """The first free output path for ``source``: not given to an earlier input of the batch and, unless
     ``overwrite``, not on disk. With ``overwrite`` an existing file may be replaced, but never a folder nor
     one of the run's ``inputs`` (resolved paths): a template of ``{name}`` would otherwise write over the photo.
+    ``names``: the name the output is rendered from (``naming.SourceNames``, batch's rule too); without it,
+    the input's own.
 
     The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
     """
     folder = out_dir / source.subdir
     template, ext = config.output.name_template, naming.output_extension(config, source.path)
+    source_name = names(source.path) if names is not None else source.path.name
 
     def free(name: str) -> bool:
         path = folder / name
@@ -93,9 +103,9 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
             return path not in taken
         return overwrite and not path.is_dir() and path.resolve() not in inputs
 
-    name = naming.free_output_name(template, source_name=source.path.name, style=style, ext=ext, is_free=free)
+    name = naming.free_output_name(template, source_name=source_name, style=style, ext=ext, is_free=free)
     path = naming.child(folder, name)
-    wanted = naming.child(folder, naming.output_name(template, source_name=source.path.name, style=style,
+    wanted = naming.child(folder, naming.output_name(template, source_name=source_name, style=style,
                                                      ext=ext, n=0, max_bytes=naming.OUTPUT_MAX_BYTES))
     taken.add(path)
     if path != wanted:
@@ -132,6 +142,53 @@ class MadeFolders:
         for folder in sorted(self.made, key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def output_skip(out_dir: Path, config: Config) -> Skip:
+    """The folders a search of the inputs never enters (``inputs.Skip``): the output folder, and the watch
+    folder's own folders (its inbox's work and its outputs), wherever they lie inside an input folder."""
+    from ..config import WATCH_FOLDERS
+
+    skip = Skip()
+    skip.add(out_dir, "the output folder, -o")
+    for name in WATCH_FOLDERS:
+        skip.add(config.watch.folder(name), f"the watch folder's {name}, watch.{name}")
+    return skip
+
+
+def make_output_folders(out_dir: Path, folders: list[Path], make: Callable[[Path], None]) -> str | None:
+    """Make ``out_dir`` and each folder outputs go to (``make``: mkdir -p, recorded or not), and write a probe
+    file in each (``fsutil.probe_write``), before any work: None when all take a file, else one line naming
+    the path and why. A read-only mount, an immutable folder, a full disk or a file in place of the folder
+    used to be found only after every input had been stylized, each failing on its write."""
+    from ..fsutil import probe_write
+
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        return f"{out_dir}: exists and is not a folder; expected a folder for the outputs (-o)"
+    for folder in dict.fromkeys([out_dir, *folders]):
+        try:
+            make(folder)
+            probe_write(folder)
+        except OSError as exc:
+            where = os.fsdecode(exc.filename) if exc.filename is not None else str(folder)
+            if where.startswith(str(folder)) and where != str(folder):
+                where = str(folder)  # the probe's temp name says nothing to the person
+            return f"{where}: cannot write into the output folder: {exc.strerror or exc}"
+    return None
+
+
+def failures_status(command: str, out_dir: Path, *, failures: int, bugs: int, box: list[str]) -> int:
+    """The exit status of a run whose failures were listed: 70 for a bug, 74 when the box's storage failed
+    the writes (``box``: those reasons; said in one more line, so the inputs are not blamed), 1 for the
+    inputs' own faults, else 0. The watch folder makes the same split (``watch.faults``)."""
+    if bugs:
+        return EXIT_INTERNAL
+    if box:
+        print(f"edge-anime {command}: error: {len(box)} write(s) into {out_dir} failed for this box's storage, "
+              "not for the inputs (reasons above): make room or fix it (a full disk, a read-only mount, "
+              "permissions) and run again", file=sys.stderr)
+        return EXIT_IOERR
+    return EXIT_FAILURES if failures else EXIT_OK
 
 
 def _names_lines(planned: list[Planned], results: list[JobResult | ClipResult]) -> list[str]:
@@ -238,15 +295,18 @@ def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool)
         return [done[id(job)] for job in jobs]
 
 
-def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool]:
-    """(one line for the list, whether it was a bug); a bug's traceback goes to stderr first."""
+def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool, bool]:
+    """(one line for the list, whether it was a bug, whether it was the box's storage); a bug's traceback
+    goes to stderr first."""
+    from ..watch.faults import Kind, classify
+
     error = result.error
     assert error is not None
     line, is_bug = failure_reason(error, result.job.src)
     if is_bug:
         traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
         line = line.replace("(a bug)", "(a bug, traceback above)", 1)
-    return line, is_bug
+    return line, is_bug, classify(error) is Kind.BOX
 
 
 def run(args: argparse.Namespace) -> int:
@@ -265,30 +325,35 @@ def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     config = load_config(args.config)
     style = chosen_style(config, args.style)
     accept = InputFilter(config.watch, also=config.video.extensions)  # clips are taken beside photos
-    sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept)
     out_dir: Path = args.output
-    try:
-        folders.make(out_dir)
-    except OSError as exc:
-        print(f"edge-anime stylize: error: {out_dir}: cannot create the output folder: {exc.strerror}",
-              file=sys.stderr)
-        return EXIT_USAGE
+    skip = output_skip(out_dir, config)
+    sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept, skip=skip)
+    if (said := skip.said()) is not None:
+        print(said)
     taken: set[Path] = set()
     inputs = frozenset(source.path.resolve() for source in sources)
+    names = naming.SourceNames(config.output.name_template, style=style,
+                               ext_of=functools.partial(naming.output_extension, config),
+                               is_input=accept.accepts, named=[source.path for source in sources])
     planned = [output_path(source, out_dir, config, style=style, taken=taken, overwrite=args.overwrite,
-                           inputs=inputs) for source in sources]
-    for plan in planned:
-        folders.make(plan.dst.parent)
+                           inputs=inputs, names=names) for source in sources]
+    error = make_output_folders(out_dir, [plan.dst.parent for plan in planned], folders.make) if planned else None
+    if error is not None:
+        print(f"edge-anime stylize: error: {error}", file=sys.stderr)
+        return EXIT_CANTCREAT
     jobs = [Job(src=source.path, dst=plan.dst) for source, plan in zip(sources, planned)]
     progress = not args.quiet and sys.stderr.isatty()
     results = _stylize_all(config, jobs, style=style, progress=progress) if jobs else []
-    failures = list(problems)
+    failures: list[str] = list(problems)
     bugs = 0
+    box: list[str] = []
     for result in results:
         if not result.ok:
-            line, is_bug = _describe_failure(result)
+            line, is_bug, is_box = _describe_failure(result)
             failures.append(line)
             bugs += is_bug
+            if is_box:
+                box.append(line)
     done = sum(r.ok for r in results)
     print(f"stylized {done} of {len(results) + len(problems)} input(s) into {out_dir}")
     for line in _names_lines(planned, results):
@@ -300,5 +365,4 @@ def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
         print(f"{len(failures)} failed:", file=sys.stderr)
         for line in failures:
             print(f"  {line}", file=sys.stderr)
-        return EXIT_INTERNAL if bugs else EXIT_FAILURES
-    return EXIT_OK
+    return failures_status("stylize", out_dir, failures=len(failures), bugs=bugs, box=box)
