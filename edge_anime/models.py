@@ -474,16 +474,27 @@ def resolve_model(spec: str | Path, *, search_dirs: list[Path], verify: bool = T
         style = load_model_info(path.parent, verify=False)
         named = [v.name for v in style.variants() if v.xml.name == path.name]  # a variant's own .xml pins it
         return style.with_variant(named[0] if named else style.variant_names()[0], verify=verify)
-    if path.is_dir():
-        return load_model_info(path, verify=verify)
-    if len(path.parts) == 1:
+    if is_style_name(spec):  # never a folder of the current directory: ``mkdir toon`` must not shadow the style
         for base in search_dirs:
             candidate = base / str(spec)
             if (candidate / MANIFEST_NAME).is_file():
                 return load_model_info(candidate, verify=verify)
-        raise ModelError(f"model.path: no installed model named '{spec}'{_near_name(str(spec), search_dirs)}")
+        here = f"; a folder {spec} is in the current directory: write ./{spec} to use it" if path.is_dir() else ""
+        raise ModelError(f"model.path: no installed model named '{spec}'{here}{_near_name(str(spec), search_dirs)}")
+    if path.is_dir():
+        return load_model_info(path, verify=verify)
     raise ModelError(f"model.path: {path} does not exist{_near_path(path)} (expected a model.xml, a model folder "
                      "or the name of an installed style)")
+
+
+def is_style_name(spec: str | Path) -> bool:
+    """Whether ``model.path`` names an installed style (``toon``) rather than a path. A path says so by its
+    form (``./toon``, ``models/toon``, ``/x/toon``, ``~/toon``, ``model.xml``); a bare name is looked up only
+    in the model folders (issue 42: an empty ``toon`` folder in the current directory, or ``stylize photos
+    -o toon``, shadowed the bundled style and every later run failed)."""
+    if isinstance(spec, Path):
+        return False
+    return "/" not in spec and not spec.startswith((".", "~")) and not spec.endswith(".xml") and bool(spec)
 
 
 def style_names(search_dirs: list[Path]) -> list[str]:

@@ -395,3 +395,26 @@ def test_check_accepts_an_nfc_style_name(write_config: Callable[..., Path], rand
     model = _model_named(random_ir, tmp_path / "styled", "caf\u00e9")
     assert main(["config", "check", str(write_config({"model": {"styles": [str(model)]}}))]) == 0
     assert "also serves caf\u00e9" in capsys.readouterr().out
+
+
+def test_an_empty_folder_named_like_a_style_does_not_shadow_it(tmp_path: Path) -> None:
+    """Issue 42 item 10: ``mkdir toon`` (or ``stylize photos -o toon``) in the current directory made every
+    later run exit 78 ("model.path: toon/manifest.yaml: no manifest.yaml"). A bare name is an installed style;
+    a folder here is a path only by its form (``./toon``)."""
+    (tmp_path / "toon").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != ENV_CONFIG}
+    bare = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0 and "model toon" in bare.stdout, bare.stdout + bare.stderr
+    here = tmp_path / "here.yaml"
+    here.write_text("model:\n  path: ./toon\n", encoding="utf-8")
+    pathlike = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(here)], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+    assert pathlike.returncode == EXIT_CONFIG and "manifest" in pathlike.stderr, pathlike.stderr
+    (tmp_path / "mystyle").mkdir()
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("model:\n  path: mystyle\n", encoding="utf-8")
+    named = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(mine)], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert named.returncode == EXIT_CONFIG, named.stderr
+    assert "a folder mystyle is in the current directory: write ./mystyle to use it" in named.stderr
