@@ -32,7 +32,8 @@ from edge_anime.imaging.decoded import Decoded
 from edge_anime.imaging.decoder import decode_cost_mpx, decode_header
 
 SMALL = ImageSection(resize="keep", max_pixels=500_000)
-BOMB_ADDRESS_SPACE = 3 << 30  # the child's RLIMIT_AS: the bomb's 32768 x 32768 RGB grid alone is 3 GB
+# The child's RLIMIT_AS: its imports take about 0.5 GB of address space; the bomb's decode peaked at 1.7 GB RSS
+BOMB_ADDRESS_SPACE = 3 << 29
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -143,7 +144,7 @@ def test_item1_a_grid_whose_tiles_outgrow_its_output_is_refused(tmp_path: Path) 
 
 def test_item1_the_full_size_grid_bomb_is_refused_in_a_capped_process(tmp_path: Path) -> None:
     """The issue's bomb: a 32768 x 32768 grid of one 2048 x 2048 tile 256 times, cropped to 64 x 64, at the
-    default max_pixels, decoded in a child limited to 3 GB of address space (a regression fails there, fast,
+    default max_pixels, decoded in a child limited to 1.5 GB of address space (a regression fails there, fast,
     instead of taking this box's memory): refused before decoding, in well under the 9 s the decode took."""
     path = tmp_path / "bomb.heic"
     path.write_bytes(grid_heic(2048, 32768, 64))
@@ -165,8 +166,8 @@ def test_item1_the_full_size_grid_bomb_is_refused_in_a_capped_process(tmp_path: 
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    verdict, seconds, reason = done.stdout.split(" ", 2)
-    assert verdict == "refused", done.stdout
+    assert done.stdout.startswith("refused "), done.stdout
+    _, seconds, reason = done.stdout.split(" ", 2)
     assert "grid 32768x32768 is 1073741824 pixels, over image.max_pixels=60000000" in reason, reason
     assert float(seconds) < 2.0
 
@@ -241,8 +242,9 @@ def test_item3_honest_files_pass_at_their_own_size(tmp_path: Path, ext: str, siz
 
 def test_item13_libheif_messages_lose_their_trailing_newline(tmp_path: Path) -> None:
     """libheif ends its messages in a newline, which ended up inside our one-line reasons (failed.jsonl, logs)."""
-    path = tmp_path / "liar.heic"
-    path.write_bytes(_patched_ispe(_encoded(synthetic_photo(128, 128), "heic"), 16, 16))
+    path = tmp_path / "cut.heic"
+    data = _encoded(synthetic_photo(128, 96), "heic")
+    path.write_bytes(data[:len(data) - 16])  # libheif: "... references data outside of file bounds (...)\n"
     with pytest.raises(InputError) as info:
         decode(path, ImageSection(resize="keep"))
     text = str(info.value)
