@@ -22,6 +22,7 @@ import dataclasses
 import errno
 import functools
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -93,7 +94,7 @@ class Job:
     inferred in one piece never calls it; its ``on_done`` is its one step. What it raises is logged, never
     the job's failure: a progress bar's bug must not lose a picture."""
 
-    src: Path
+    src: Path  # a str or os.PathLike is taken too (``__post_init__``)
     dst: Path | None
     tag: object = None  # the caller's own data (the Stylizer's future for the job), never read here
     data: bytes | None = field(default=None, repr=False, compare=False)
@@ -106,6 +107,15 @@ class Job:
     # image.faces: auto: the faces of a clip's frame, found and smoothed over frames by the clip's reader (in the
     # planned picture's pixels); None: the pipeline finds them itself.
     faces: tuple[Face, ...] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """``src`` and ``dst`` as given: a str or any os.PathLike is taken as docs/api.md shows it (issue 42:
+        ``Job(src="a.jpg", dst="b.jpg")`` failed deep in the pipeline on ``'str' object has no attribute
+        'name'``); the fields are Paths from here on."""
+        if not isinstance(self.src, Path):
+            object.__setattr__(self, "src", Path(os.fspath(self.src)))
+        if self.dst is not None and not isinstance(self.dst, Path):
+            object.__setattr__(self, "dst", Path(os.fspath(self.dst)))
 
 
 @dataclass

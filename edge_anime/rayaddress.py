@@ -60,7 +60,7 @@ def _loopback_only() -> None:
     os.environ[_SINGLE_BOX_ENV] = "0"
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
+        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 - a module attribute mypy cannot see
 
 
 _SINGLE_BOX_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

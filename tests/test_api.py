@@ -252,3 +252,23 @@ def test_a_finished_job_lets_go_of_its_upload_without_the_cyclic_collector(styli
         assert sys.getrefcount(data) == baseline
     finally:
         gc.enable()
+
+
+def test_a_job_takes_str_and_pathlike_paths_as_the_docs_show(stylizer: Stylizer, tmp_path: Path) -> None:
+    """Issue 42 item 14: ``Stylizer.submit(Job(src="a.jpg", dst="b.jpg"))``, as docs/api.md shows it, failed
+    with "'str' object has no attribute 'name'"."""
+    from edge_anime.pipeline import Job
+
+    synthetic_photo(96, 64).save(tmp_path / "a.jpg")
+
+    class Where(os.PathLike[str]):  # any os.PathLike, not only pathlib's
+        def __init__(self, path: Path) -> None:
+            self.path = path
+
+        def __fspath__(self) -> str:
+            return str(self.path)
+
+    for dst in (str(tmp_path / "b.jpg"), Where(tmp_path / "c.png")):
+        result = stylizer.submit(Job(src=str(tmp_path / "a.jpg"), dst=dst)).result(timeout=120)  # type: ignore[arg-type]
+        assert result.ok, result.error
+        assert result.job.dst is not None and Image.open(result.job.dst).size == result.out_size
