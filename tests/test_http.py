@@ -363,20 +363,28 @@ def test_the_uploads_file_name_travels_into_the_error(serve_here: Callable[..., 
 
 def test_the_curl_line_of_the_docs_works(serve_here: Callable[..., Here], tmp_path: Path) -> None:
     """`curl --data-binary @photo.jpg URL -o out.jpg` sends application/x-www-form-urlencoded (curl's default),
-    which got 415. The very line docs/http.md shows, run by curl itself."""
+    which got 415. The very line docs/http.md shows, run by a shell and curl: a photo gives exit 0 and a JPEG;
+    a refusal exits non-zero and prints its JSON reason (issue 42 item 19: the old line saved the error into
+    out.jpg and exited 0)."""
     curl = shutil.which("curl")
     if curl is None:
         pytest.skip("curl is not installed")
-    line = "curl --data-binary @photo.jpg http://127.0.0.1:8080/v1/stylize -o out.jpg"
+    line = ("curl -sS --fail-with-body --data-binary @photo.jpg http://127.0.0.1:8080/v1/stylize -o out.jpg"
+            " || cat out.jpg")
     assert line in DOCS.read_text(encoding="utf-8")
     server = serve_here()
+    command = line.replace("http://127.0.0.1:8080", server.url).replace("curl ", f"{curl} ", 1)
     (tmp_path / "photo.jpg").write_bytes(_jpeg(120, 80))
-    argv = line.replace("http://127.0.0.1:8080", server.url).split()
-    done = subprocess.run([curl, "-s", "-S", "--fail-with-body", *argv[1:]], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     with Image.open(tmp_path / "out.jpg") as out:
         assert out.format == "JPEG" and out.size == (120, 80)
+    (tmp_path / "photo.jpg").write_bytes(b"not a picture at all")
+    refused = subprocess.run(["bash", "-c", command.replace(" || cat out.jpg", "")], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 22, refused.stderr  # curl's "HTTP error", not 0
+    shown = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "error: 422" in shown.stderr and "not a JPEG" in _json(shown.stdout.encode())["detail"], shown
     status, _, body = server.request("/v1/stylize", data=b"{}", content_type="application/json")
     detail = _json(body)["detail"]
     assert status == 415 and f"curl --data-binary @photo.jpg {server.url}/v1/stylize -o out.jpg" in detail
