@@ -501,8 +501,9 @@ def style_specs(config: Config) -> dict[str, str]:
                       *((f"model.styles[{i}]", s) for i, s in enumerate(config.model.styles))]:
         try:
             info = resolve_model(spec, search_dirs=list(config.model.dirs))
-        except ModelError as exc:
-            raise ModelError(f"{key}: {exc}".replace(f"{key}: model.path: ", f"{key}: ")) from None
+        except ModelError as exc:  # named with its file too: a list item's error named no file (issue 42)
+            where = f"{config.source}: " if config.source else ""
+            raise ModelError(f"{where}{key}: {exc}".replace(f"{key}: model.path: ", f"{key}: ")) from None
         specs.setdefault(info.style, spec)
     return specs
 

@@ -40,6 +40,23 @@ def _expanded_size_exceeds(root: yaml.Node, limit: int) -> bool:
     return False
 
 
+def _describe(exc: yaml.YAMLError, text: str) -> str:
+    """PyYAML's error as one line a person can act on: where (line and column, 1-based), what, and for the
+    usual cause of "found character that cannot start any token" the character itself: a tab (issue 42:
+    the message never said it was a tab, and a tab looks like spaces in most editors)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"not valid YAML: {problem}"
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    if "\t" in line[: mark.column + 1]:
+        return f"not valid YAML: a tab at {where}: YAML indents with spaces, never tabs"
+    context = getattr(exc, "context", None)
+    return f"not valid YAML at {where}: {problem}" + (f" ({context})" if context else "")
+
+
 def load_bounded(text: str, *, max_nodes: int = MAX_NODES) -> Any:
     """``yaml.safe_load`` that refuses, in milliseconds, a document larger than ``max_nodes`` expanded."""
     loader = _SAFE_LOADER(text)
@@ -47,7 +64,7 @@ def load_bounded(text: str, *, max_nodes: int = MAX_NODES) -> Any:
         try:
             root = loader.get_single_node()
         except yaml.YAMLError as exc:
-            raise YamlError(f"not valid YAML: {exc}") from None
+            raise YamlError(_describe(exc, text)) from None
         if root is None:
             return None
         if _expanded_size_exceeds(root, max_nodes):
@@ -56,6 +73,6 @@ def load_bounded(text: str, *, max_nodes: int = MAX_NODES) -> Any:
         try:
             return loader.construct_document(root)
         except yaml.YAMLError as exc:
-            raise YamlError(f"not valid YAML: {exc}") from None
+            raise YamlError(_describe(exc, text)) from None
     finally:
         loader.dispose()

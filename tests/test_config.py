@@ -418,3 +418,25 @@ def test_an_empty_folder_named_like_a_style_does_not_shadow_it(tmp_path: Path) -
                            env=env, capture_output=True, text=True, timeout=120)
     assert named.returncode == EXIT_CONFIG, named.stderr
     assert "a folder mystyle is in the current directory: write ./mystyle to use it" in named.stderr
+
+
+def test_a_tab_and_a_list_items_error_are_named_with_their_file(tmp_path: Path) -> None:
+    """Issue 42 item 20: a tab said "found character that cannot start any token" (in "<unicode string>"), and
+    a style in model.styles that is not installed named its key but not the config file."""
+    tabbed = tmp_path / "tabbed.yaml"
+    tabbed.write_text("image:\n\tmax_side: 512\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(tabbed)
+    assert str(caught.value) == (f"{tabbed}: not valid YAML: a tab at line 2, column 1: YAML indents with spaces, "
+                                 "never tabs")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("image:\n  max_side: [1,\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"broken.yaml: not valid YAML at line 3, column 1: "):
+        load_config(broken)
+    styles = tmp_path / "styles.yaml"
+    styles.write_text("model:\n  styles: [nope]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != ENV_CONFIG}
+    proc = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(styles)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CONFIG
+    assert f"{styles.resolve()}: model.styles[0]: no installed model named 'nope'" in proc.stderr, proc.stderr

@@ -327,6 +327,7 @@ def test_bad_input_corpus_is_set_aside_and_the_service_keeps_running(
     for name in expect_failed - {"passwd.jpg"}:
         report = json.loads((failed / f"{name}.error.json").read_text())
         assert report["reason"] and report["stage"] and report["time"]
+        assert str(svc.root / "work") not in report["reason"], report  # the inbox's name, not our claim folder
         assert len(report["config_hash"]) == 16 and len(report["model_hash"]) == 64
         assert (failed / name).exists()
     assert (inbox / "x.jpg").is_dir()                              # a folder is left where it is

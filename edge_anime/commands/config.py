@@ -41,13 +41,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(config, unwritable=note)
     check_token_file(config.http.auth_token_file, unreadable=note)
+    from ..stylizer import style_specs
+
+    more = list(style_specs(config))[1:]  # every style resolves (errors name the file and key) and reads too
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     model = style if config.model.variant == "auto" else style.with_variant(config.model.variant)
     for info in {v.name: model.with_variant(v.name) for v in model.variants()}.values():
         read_ir(info)  # every IR a start may choose, so a damaged variant fails here and not at a later start
-    from ..stylizer import style_specs
-
-    more = list(style_specs(config))[1:]  # every extra style resolves and reads too: run would need them
     for spec in config.model.styles:
         read_ir(resolve_model(spec, search_dirs=list(config.model.dirs)))
     from ..watch.folders import check_style_names

@@ -330,7 +330,9 @@ class WatchCore:
         """What ``error`` means for ``claim``: failed/, a retry, or a pause that keeps it (watch/faults.py)."""
         kind = classify(error)
         stage = getattr(error, "stage", stage)
-        reason = describe(error)
+        # The input as the user put it (inbox/NAME), not the claim's folder in work/ that the pipeline read it
+        # from: that path is ours, and it is gone by the time anyone reads the report (issue 42)
+        reason = describe(error).replace(str(claim.path), str(self.handler.folders.inbox / claim.rel))
         if kind is Kind.BOX:
             self._pause(reason)
             return Verdict(Outcome.RETRY, reason=reason, stage=stage, delay_s=0.0, held=True)
