@@ -273,6 +273,28 @@ def test_a_file_that_will_never_be_taken_is_said_once(inbox: Path, detector_fact
     assert len(skipped) == ticks_before == 2, skipped
 
 
+def test_a_file_that_will_never_be_taken_is_said_when_it_lands(inbox: Path, tmp_path: Path,
+                                                               detector_factory: object,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42 item 18: with inotify such a file was only said at the next full rescan, a minute after it
+    landed. Now at its create or move event: copied in, or renamed in whole."""
+    caplog.set_level(logging.INFO, logger="edge_anime.watch")
+    det = detector_factory(detector="inotify")  # type: ignore[operator]
+    assert det.mode == "inotify"
+    (inbox / "ready.jpg").write_bytes(b"x")
+    assert _collect(det, 1) == ["ready.jpg"]  # watching: the first scan is behind us
+    (inbox / "copied.gif").write_bytes(b"x")
+    _wait_for_log(caplog, "skipped copied.gif: its extension is not in watch.extensions", deadline_s=5.0)
+    (tmp_path / "moved.heix").write_bytes(b"x")
+    os.replace(tmp_path / "moved.heix", inbox / "moved.heix")
+    _wait_for_log(caplog, "skipped moved.heix: its extension is not in watch.extensions", deadline_s=5.0)
+    (inbox / "upload.gif.part").write_bytes(b"x")  # an upload in progress stays quiet
+    (inbox / "after.jpg").write_bytes(b"y")
+    assert _collect(det, 1) == ["after.jpg"]
+    said = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(said) == 2 and not any("upload" in line for line in said), said
+
+
 def test_a_deleted_and_recreated_inbox_is_said_and_watched_again_at_once(
         inbox: Path, tmp_path: Path, detector_factory: object, caplog: pytest.LogCaptureFixture) -> None:
     """inotify's watch dies with the folder: the detector says so, and on its return sets a new watch and

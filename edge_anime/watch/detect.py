@@ -94,8 +94,11 @@ def scan(inbox: Path, accept: InputFilter, *, on_unwanted: Unwanted | None = Non
                 elif on_unwanted is not None and _is_link_to_folder(entry):
                     on_unwanted(rel, LINKED_FOLDER_REASON, True)
                 elif on_unwanted is not None and accept.unwanted(rel):
-                    on_unwanted(rel, "its extension is not in watch.extensions or video.extensions "
-                                f"({', '.join(sorted(accept.extensions))})", True)
+                    on_unwanted(rel, unwanted_reason(accept), True)
+
+
+def unwanted_reason(accept: InputFilter) -> str:
+    return f"its extension is not in watch.extensions or video.extensions ({', '.join(sorted(accept.extensions))})"
 
 
 LINKED_FOLDER_REASON = ("a symbolic link to a folder: links are never followed out of the inbox, so nothing put "
@@ -429,9 +432,17 @@ class Detector:
             except queue.Full:
                 self._rescan_requested = True
 
+    def _say_at_once(self, rel: str) -> None:
+        """A file that will never be taken is said when it lands, not at the next rescan a minute later
+        (issue 42): the person who dropped it is still looking. Only in folders the inbox takes files from."""
+        folder = rel.rpartition("/")[0]
+        if self.filter.unwanted(rel) and (not folder or self.filter.enters(folder)):
+            self._say_unwanted(rel, unwanted_reason(self.filter), True)
+
     def on_complete(self, rel: str) -> None:
         """moved-to: the file arrived whole (rsync, cp then mv)."""
         if not self.filter.accepts(rel):
+            self._say_at_once(rel)
             return
         if self._skip is not None:
             try:
@@ -446,11 +457,13 @@ class Detector:
                 pass  # offer() asked for a rescan; the file settles there instead
 
     def on_created(self, rel: str) -> None:
-        if self.filter.accepts(rel):
-            try:
-                self._created.put_nowait(rel)
-            except queue.Full:
-                self._rescan_requested = True
+        if not self.filter.accepts(rel):
+            self._say_at_once(rel)
+            return
+        try:
+            self._created.put_nowait(rel)
+        except queue.Full:
+            self._rescan_requested = True
 
 
 def _rel(detector: Detector, path: bytes | str) -> str | None:
