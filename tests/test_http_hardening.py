@@ -417,6 +417,21 @@ def test_every_answer_is_json_and_counted(serve_here: ServeHere) -> None:
     assert 'edge_anime_http_requests_total{route="stylize",status="400"} 2.0' in metrics
 
 
+def test_headers_over_the_bound_get_a_431_not_a_reset(serve_here: ServeHere) -> None:
+    """Issue 42 item 13: a head of ~150 KB and more got a TCP reset: the server closed with the rest of the
+    head unread, and the kernel's reset took the answer with it. Now a JSON 431 and a lingering close."""
+    server = serve_here()
+    pad = "".join(f"X-Pad-{i}: {'p' * 990}\r\n" for i in range(200))  # ~200 KB of headers
+    with _connect(server) as sock:
+        sock.sendall(_head("GET", "/healthz", extra=pad))  # all of it goes: the server reads what it drops
+        answer = _whole_answer(sock)
+    head, _, body = answer.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 431"), answer[:200]
+    assert json.loads(body)["error"] == "headers too large" and "16 KiB" in json.loads(body)["detail"]
+    assert 'edge_anime_http_requests_total{route="connection",status="431"} 1.0' in _metrics(server)
+    assert server.request("/healthz")[0] == 200  # and the server goes on
+
+
 # -- 12. the page with a token -----------------------------------------------------------------------------
 def _token_file(tmp_path: Path, token: str, mode: int = 0o600) -> Path:
     path = tmp_path / "token"

@@ -41,6 +41,11 @@ def raw_json_answer(status: int, reason: str, error: str, detail: str, *,
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers (h11's default, said here); 431 past it
+LINGER_SECONDS = 2.0  # a lingering close waits this long at most for the client to finish sending
+LINGER_MAX_BYTES = 1024 * 1024  # ... and drops at most this much of what it sends meanwhile
+
+
 class ConnectionGuard:
     """What the connections of one server share: the live settings (a reload applies them to the next
     connection), the open connections by client address, and the callbacks that count answers and drops."""
@@ -106,6 +111,7 @@ class GuardedH11Protocol(H11Protocol):
     guard: ClassVar[ConnectionGuard]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.lingering: int | None = None  # bytes dropped since the answer, while closing (``_linger``)
         super().connection_made(transport)
         self.idle_since = self.loop.time()
         self._deadline: asyncio.TimerHandle | None = None
@@ -134,11 +140,44 @@ class GuardedH11Protocol(H11Protocol):
             self._arm()
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to bytes h11 cannot parse, in JSON and counted (uvicorn's is plain text)."""
-        self.guard.answered(400)
-        self.transport.write(raw_json_answer(400, "Bad Request", "malformed request",
-                                             f"{msg} (HTTP/1.1 with headers under 16 KiB expected)"))
-        self.transport.close()
+        """uvicorn's answer to bytes h11 cannot parse, in JSON and counted (uvicorn's is plain text); a head
+        over h11's bound is a 431, as h11 itself hints. Then a lingering close (``_linger``)."""
+        limit = MAX_HEAD_BYTES
+        if len(self.conn.trailing_data[0]) > limit:
+            self.guard.answered(431)
+            answer = raw_json_answer(431, "Request Header Fields Too Large", "headers too large",
+                                     f"the request line and headers are over {limit // 1024} KiB")
+        else:
+            self.guard.answered(400)
+            answer = raw_json_answer(400, "Bad Request", "malformed request",
+                                     f"{msg} (HTTP/1.1 with headers under {limit // 1024} KiB expected)")
+        self.transport.write(answer)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-close after an answer to a request still arriving, and read and drop what comes for a while:
+        a close with unread bytes makes the kernel send a reset, and the client then loses the answer it
+        has not read yet (issue 42: headers over ~150 KB got a reset instead of the answer). Bounded in
+        bytes and time, so a client that keeps sending cannot hold the connection."""
+        self._disarm()
+        self.lingering = 0
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        if self.lingering is None:
+            super().data_received(data)
+            return
+        self.lingering += len(data)
+        if self.lingering > LINGER_MAX_BYTES:
+            self.transport.close()
+
+    def eof_received(self) -> None:
+        if self.lingering is None:
+            super().eof_received()
+            return
+        self.transport.close()  # the client has sent everything and read the answer: nothing to wait for
 
     def _arm(self) -> None:
         self._disarm()
@@ -174,4 +213,4 @@ def guarded_protocol(guard: ConnectionGuard) -> type[GuardedH11Protocol]:
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
 
 
-__all__ = ["ConnectionGuard", "GuardedH11Protocol", "guarded_protocol", "raw_json_answer"]
+__all__ = ["MAX_HEAD_BYTES", "ConnectionGuard", "GuardedH11Protocol", "guarded_protocol", "raw_json_answer"]

@@ -25,12 +25,11 @@ import uvicorn
 from ..config import Config, is_loopback
 from ..errors import ConfigError, UserError
 from . import memory
-from .connections import guarded_protocol
+from .connections import MAX_HEAD_BYTES, guarded_protocol
 
 log = logging.getLogger("edge_anime.http")
 START_DEADLINE_SECONDS = 30.0  # a lifespan start that takes longer is a fault, said as such
 KEEP_ALIVE_SECONDS = 5  # an idle connection between requests is closed after this (uvicorn's own timer)
-MAX_HEAD_BYTES = 16 * 1024  # request line and headers; h11 answers 400 past it (its default, said here)
 BACKLOG = 2048  # connections the kernel queues before they are accepted (uvicorn's default)
 # EX_TEMPFAIL (sysexits.h): a port another process holds may be free later (the old instance still draining),
 # so systemd's Restart=on-failure may try again; 78 (a bad config, no restart) is kept for what cannot change.
