@@ -6,6 +6,7 @@ needs a selfie-sized face or a group shot.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,10 +106,14 @@ def _portrait_on_and_off(config: Config, src: Path) -> tuple[JobResult, JobResul
 @pytest.mark.slow  # two Stylizers: ~25 s on a loaded 2-core box
 def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..., Path], random_ir: Path,
                                                        tmp_path: Path, shared_photos: Path,
-                                                       models: tuple[FaceDetector, FaceLandmarker]) -> None:
+                                                       models: tuple[FaceDetector, FaceLandmarker],
+                                                       caplog: pytest.LogCaptureFixture) -> None:
     src = shared_photos / "face_5.jpg"  # 862 px, one face of ~440 px: twice what the style restyles
-    on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
+    with caplog.at_level(logging.INFO, logger="edge_anime"):
+        on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
     assert off.faces == [], "without the portrait a selfie is left to the picture"
+    # ... and said so: found and too large, not "no face" (issue 42 item 21)
+    assert "faces: face_5.jpg: 1 face(s) over the" in caplog.text
     assert len(on.faces) == 1 and on.faces[0][2] > 300
     assert on.image is not None and off.image is not None
     a, b = np.asarray(on.image), np.asarray(off.image)

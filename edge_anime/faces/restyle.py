@@ -55,6 +55,7 @@ class FaceRestyler:
         self.detector = detector if detector is not None else FaceDetector(config.device)
         self.largest = self.crop_px * MAX_CROP_SHRINK / self.scale  # faces up to this size are restyled
         self.landmarker: FaceLandmarker | None = None
+        self.last_too_large = 0  # faces the last ``find`` left out as too large to restyle (portrait off)
         if config.image.portrait == "auto":
             self.landmarker = FaceLandmarker(config.device)
             log.info("faces: on (image.faces: auto, image.portrait: auto): faces of %d px and more, at most %d a "
@@ -78,14 +79,21 @@ class FaceRestyler:
         faces, found = self.find(rgb)
         if found > len(faces):
             self.say_capped(name, found)
+        if self.landmarker is None and self.last_too_large:  # found, not "no face" (issue 42)
+            log.info("faces: %s: %d face(s) over the %d px the face pass restyles, left to the picture's style "
+                     "(image.portrait: auto draws faces of every size)", name or "picture", self.last_too_large,
+                     round(self.largest))
         return faces
 
     def find(self, rgb: np.ndarray) -> tuple[list[Face], int]:
         """``detect`` without the log line: (the faces to restyle or draw, how many were found); a clip says the
-        cap once for the clip, not once a frame. Without the portrait, faces too large to restyle are left out."""
+        cap once for the clip, not once a frame. Without the portrait, faces too large to restyle are left out
+        (``last_too_large`` counts them)."""
         faces = self.detector.detect(rgb, min_px=self.min_px)
+        self.last_too_large = 0
         if self.landmarker is None:
-            faces = [f for f in faces if f.size <= self.largest]
+            kept = [f for f in faces if f.size <= self.largest]
+            self.last_too_large, faces = len(faces) - len(kept), kept
         return faces[:self.max_faces], len(faces)
 
     def say_capped(self, name: str, found: int) -> None:

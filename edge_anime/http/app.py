@@ -106,6 +106,9 @@ class HttpState:
         """Compile the style (in a thread at start-up: /healthz answers meanwhile, /readyz says 503). A style
         that cannot be built is said once (``on_failure``): `serve` then exits 78 at once rather than
         answering /healthz until systemd's start timeout."""
+        if self._given is None:  # a first start may measure variants for a minute: say where it will answer
+            log.info("starting: http://%s:%d/ answers /healthz now and /readyz 503 until the style %s is "
+                     "compiled", self.settings.host, self.settings.port, self.config.model.path)
         try:
             stylizer = self._given or Stylizer(self.config)
         except UserError as exc:

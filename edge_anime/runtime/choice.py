@@ -89,9 +89,16 @@ class Choice:
             when = "measured now" if self.how == "measured" else f"measured {self.measured_at}, cached"
             why = f"{when} at {self.shape_hw[1]}x{self.shape_hw[0]}: images/s {speeds}"
             left_out = [f for f in self.figures if f.get("screen_images_per_s") and not f.get("images_per_s")]
-            if self.screen_hw is not None and left_out:
-                why += (f"; {len(left_out)} more slower at the {self.screen_hw[1]}x{self.screen_hw[0]} screen ("
-                        + ", ".join(f"{f['variant']}@{f['precision']}" for f in left_out) + ")")
+            slower = [f for f in left_out if f["eligible"]]
+            under = [f for f in left_out if not f["eligible"]]  # maybe the screen's fastest: not "slower"
+            screen = f"the {self.screen_hw[1]}x{self.screen_hw[0]} screen" if self.screen_hw else "the screen"
+            if slower:
+                why += (f"; {len(slower)} more slower at {screen} ("
+                        + ", ".join(f"{f['variant']}@{f['precision']}" for f in slower) + ")")
+            if under:
+                why += (f"; {len(under)} left out at {screen}: "
+                        + ", ".join(f"{f['variant']}@{f['precision']} {f['screen_images_per_s']:.2f} ({f['reason']})"
+                                    for f in under))
         else:
             why = {"pinned": "pinned in the config", "only": "the only candidate",
                    "failed": "the measurement failed, so the first candidate runs; the next start measures again"
@@ -220,7 +227,7 @@ def cached_choice(config: Config, style: ModelInfo, *, core: ov.Core | None = No
         return found
     labels = ", ".join(c.label for c in candidates)
     about = duration(estimate_seconds(len(candidates), shape, multiple=style.size_multiple))
-    return (f"not measured on this box yet: the next start times {labels} at {shape[1]}x{shape[0]}, about "
+    return (f"not measured on this box yet: the next start times {labels} at {shape[1]}x{shape[0]}, up to about "
             f"{about} in all, and keeps the fastest (pin model.variant and device.inference_precision to skip it)")
 
 
@@ -240,7 +247,8 @@ def _measure(config: Config, style: ModelInfo, candidates: list[Candidate], shap
     else:  # the operator's pin outranks the manifest's quality gate: only the precision is measured, each
         verdicts = {config.model.variant: None}  # still held to the floor by its own loss (``_row``)
     timed = [c for c in candidates if verdicts.get(c.variant) is None]
-    log.info("choice: measuring which variant of %s runs fastest on this box: %s for %dx%d pictures, about %s "
+    log.info("choice: measuring which variant of %s runs fastest on this box: %s for %dx%d pictures, up to "
+             "about %s "
              "(first start with this CPU, OpenVINO, model, size and settings only; pin model.variant and "
              "device.inference_precision to skip it)", style.name, ", ".join(c.label for c in timed), shape[1],
              shape[0], duration(estimate_seconds(len(timed), shape, multiple=style.size_multiple)))

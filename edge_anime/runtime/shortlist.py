@@ -115,7 +115,7 @@ def run_contest(style: ModelInfo, device: DeviceSection, candidates: Sequence[Ca
             contest.final = measure_candidates(style, device, candidates, shape_hw, seconds=final_seconds,
                                                core=core, on_candidate=progress.say)
         return contest
-    total = len(candidates) + min(len(candidates), SHORTLIST_MAX)
+    total = len(candidates) + min(len(candidates), SHORTLIST_MAX)  # at most: the shortlist is not known yet
     started = time.perf_counter()
     try:
         contest.screen = isolated.call(screen, style, device, list(candidates), small, total, pulse_seconds,
@@ -131,7 +131,7 @@ def run_contest(style: ModelInfo, device: DeviceSection, candidates: Sequence[Ca
         log.info("choice: shortlisted %s; timing %s %s", ", ".join(c.label for c in chosen),
                  "it" if len(chosen) == 1 else "them", final_stage)
     progress = Progress(len(candidates) + len(chosen), final_stage, done=len(candidates), started=started,
-                        pulse_seconds=pulse_seconds)
+                        pulse_seconds=pulse_seconds, stage_size=len(chosen))
     with progress.pulse():
         # rounds=1: at this shape one round outlasts the run, so each is timed once after its warm-up round
         # and dropped before the next is built (only one engine's activations alive at this size).
@@ -147,7 +147,8 @@ def screen(style: ModelInfo, device: DeviceSection, candidates: list[Candidate],
            total: int, pulse_seconds: float) -> list[Timing]:
     """Every candidate at the screen's ``shape_hw`` (run in the child process: ``run_contest``); ``total`` is
     how many candidates the whole contest times, for the progress lines."""
-    progress = Progress(total, f"screening at {shape_hw[1]}x{shape_hw[0]}", pulse_seconds=pulse_seconds)
+    progress = Progress(total, f"screening at {shape_hw[1]}x{shape_hw[0]}", pulse_seconds=pulse_seconds,
+                        stage_size=len(candidates))
     core = ov.Core()
     timings: dict[Candidate, Timing] = {}
     with progress.pulse():
@@ -164,11 +165,17 @@ def screen(style: ModelInfo, device: DeviceSection, candidates: list[Candidate],
 
 class Progress:
     """The measurement's log lines: one per candidate as it is done with, with what is left, and a line after
-    ``pulse_seconds`` of silence (a warm-up round at 1024 px on a 2-core AVX2 box takes ~10 s)."""
+    ``pulse_seconds`` of silence (a warm-up round at 1024 px on a 2-core AVX2 box takes ~10 s).
+
+    Counts are the stage's own ("screening at 160x120: 1 of 6"): a count over the whole contest read "1 of 8"
+    beside 6 names, the 2 to come being the shortlist not yet chosen (issue 42). ``total`` and ``done`` still
+    cover the whole contest, for the time left."""
 
     def __init__(self, total: int, stage: str, *, done: int = 0, started: float | None = None,
-                 pulse_seconds: float = PULSE_SECONDS) -> None:
+                 pulse_seconds: float = PULSE_SECONDS, stage_size: int | None = None) -> None:
         self.total, self.stage, self.done = total, stage, done
+        self.stage_first = done  # the contest's count when this stage began
+        self.stage_size = stage_size if stage_size is not None else total - done
         self.started = started if started is not None else time.perf_counter()
         self.pulse_seconds = pulse_seconds
         self._last = time.perf_counter()
@@ -188,8 +195,8 @@ class Progress:
             self._last = now = time.perf_counter()
             elapsed = now - self.started
             left = elapsed / max(1, self.done) * max(0, self.total - self.done)
-            log.info("choice: %d of %d %s: %s (%s so far, about %s left)", self.done, self.total, self.stage, what,
-                     duration(elapsed), duration(left))
+            log.info("choice: %s, %d of %d: %s (%s so far, about %s left)", self.stage, self.done - self.stage_first,
+                     self.stage_size, what, duration(elapsed), duration(left))
 
     def pulse(self) -> AbstractContextManager[None]:
         """While the block runs, a line whenever the log has been quiet for ``pulse_seconds``."""
@@ -201,8 +208,9 @@ class Progress:
             if now - self._last < self.pulse_seconds:
                 return
             self._last = now
-            log.info("choice: still measuring candidate %d of %d %s (%s so far)", min(self.done + 1, self.total),
-                     self.total, self.stage, duration(now - self.started))
+            log.info("choice: %s, still measuring candidate %d of %d (%s so far)", self.stage,
+                     min(self.done - self.stage_first + 1, self.stage_size), self.stage_size,
+                     duration(now - self.started))
 
 
 def duration(seconds: float) -> str:
