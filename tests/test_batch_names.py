@@ -97,6 +97,26 @@ def test_item5_an_output_folder_inside_the_input_is_never_fed_back(
     assert not any("_toon_" in name or f"{STYLE}_{STYLE}" in name for name in _files(out))
 
 
+def test_item5_an_output_folder_that_is_the_input_folder_takes_no_output_as_input(
+        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+    """`batch photos -o photos` and `stylize photos -o photos`: the second run took photo_S.jpg as an input
+    and wrote photo_S_S.jpg beside it. A file named as the output of an input beside it is not an input."""
+    photos, cfg = tmp_path / "photos", write_config()
+    make_photo("photo.jpg", 80, 64, folder=photos)
+    make_photo("photo.png", 80, 64, folder=photos, seed=3)  # a clash: both named by their extension
+    make_photo("other.jpg", 80, 64, folder=photos, seed=4)
+    for run in range(3):
+        proc = _cli("batch", photos, "-o", photos, "--config", cfg, "-q")
+        assert proc.returncode == EXIT_OK, proc.stderr
+        assert "of 3 input(s)" in proc.stdout, proc.stdout
+        assert ("not taken as input: 3 file(s)" in proc.stdout) == (run > 0), proc.stdout
+    stylized = _cli("stylize", photos, "-o", photos, "--config", cfg, "-q", "--overwrite")  # stylize never skips
+    assert stylized.returncode == EXIT_OK, stylized.stderr
+    assert "stylized 3 of 3 input(s)" in stylized.stdout, stylized.stdout
+    assert sorted(_files(photos)) == sorted(["photo.jpg", "photo.png", "other.jpg", f"photo_jpg_{STYLE}.jpg",
+                                             f"photo_png_{STYLE}.jpg", f"other_{STYLE}.jpg"])
+
+
 def _full_but_one_page(folder: Path) -> None:
     """Fill the tmpfs at ``folder`` to one free page: the output folder takes the start's probe, and then no
     picture nor the list of failures (each over a page)."""

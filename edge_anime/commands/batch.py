@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..batch.plan import make_plan, remove_leftovers
     from ..config import load_config
-    from .stylize import chosen_style, make_output_folders, output_skip
+    from .stylize import chosen_style, make_output_folders, output_skip, without_own_outputs
 
     config = load_config(args.config)
     style = chosen_style(config, args.style)
@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept, skip=skip)
     if (line := skip.said()) is not None:
         print(line)
+    sources = without_own_outputs(sources, out_dir, config, style=style, accept=accept)
     plan = make_plan(sources, out_dir, config, style=style, accept=accept)
     if plan.todo or problems:  # a run that writes nothing needs no writable folder (a finished archive)
         error = make_output_folders(out_dir, [Path(item.dst).parent for item in plan.todo], os_mkdir)

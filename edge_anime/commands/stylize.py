@@ -156,6 +156,30 @@ def output_skip(out_dir: Path, config: Config) -> Skip:
     return skip
 
 
+def without_own_outputs(sources: list[Source], out_dir: Path, config: Config, *, style: str,
+                        accept: InputFilter) -> list[Source]:
+    """``sources`` less the files that are this run's own outputs: with ``-o`` an input folder itself, an
+    earlier run's ``photo_toon.jpg`` beside ``photo.jpg`` was taken as an input and became
+    ``photo_toon_toon.jpg`` (issue 42; an output folder inside the input is skipped whole by ``output_skip``).
+    A file goes when another input of its folder would be written under its name; said in one line."""
+    names = naming.SourceNames(config.output.name_template, style=style,
+                               ext_of=functools.partial(naming.output_extension, config),
+                               is_input=accept.accepts, named=[source.path for source in sources])
+    root = out_dir.resolve()
+    produced: set[Path] = set()
+    for source in sources:
+        folder = source.path.parent.resolve()
+        if (root / source.subdir).resolve() == folder:  # its output lands beside it
+            produced.add(folder / naming.output_name(config.output.name_template, source_name=names(source.path),
+                                                     style=style, ext=naming.output_extension(config, source.path),
+                                                     n=0))
+    kept = [source for source in sources if source.path.resolve() not in produced]
+    if len(kept) < len(sources):
+        print(f"not taken as input: {len(sources) - len(kept)} file(s) in {out_dir} named as the outputs of the "
+              "inputs beside them (the output folder, -o, is an input folder)")
+    return kept
+
+
 def make_output_folders(out_dir: Path, folders: list[Path], make: Callable[[Path], None]) -> str | None:
     """Make ``out_dir`` and each folder outputs go to (``make``: mkdir -p, recorded or not), and write a probe
     file in each (``fsutil.probe_write``), before any work: None when all take a file, else one line naming
@@ -330,6 +354,7 @@ def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     sources, problems = collect_sources(args.inputs, recursive=args.recursive, accept=accept, skip=skip)
     if (said := skip.said()) is not None:
         print(said)
+    sources = without_own_outputs(sources, out_dir, config, style=style, accept=accept)
     taken: set[Path] = set()
     inputs = frozenset(source.path.resolve() for source in sources)
     names = naming.SourceNames(config.output.name_template, style=style,
