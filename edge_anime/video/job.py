@@ -9,15 +9,20 @@
   smoothed across frames (``imaging.tone.ToneTrack`` says why there), blends static regions (``stability``),
   encodes and muxes them between the audio packets they were read with (``writer.ClipWriter``).
 
-Memory does not grow with the clip's length: a window of frames (``pipeline.max_in_flight`` + 2) is in
-flight between reader and writer; the reader waits for the writer to free a slot. Nor does the work grow past
-the limits when the header lies about the length: the reader counts frames, seconds and each frame's pixels
-against ``video.max_frames``, ``video.max_seconds`` and ``image.max_pixels`` as it decodes (a Matroska file
-that said 0.2 s ran 600 frames past a 100-frame limit).
+Memory does not grow with the clip's length: a window of frames (``pipeline.max_in_flight`` + 2, plus the
+``retime.REORDER_DEPTH`` the retimer holds back) is in flight between reader and writer; the reader waits
+for the writer to free a slot. Nor does the work grow past the limits when the header lies about the length:
+the reader counts frames, seconds and each frame's pixels against ``video.max_frames``, ``video.max_seconds``
+and ``image.max_pixels`` as it decodes (a Matroska file that said 0.2 s ran 600 frames past a 100-frame limit).
+Each frame's time goes through ``retime.Retimer`` (the reader holds back its few frames), so a clip whose
+times are out of order, repeated or reset (a ``+genpts`` remux, joined recordings) is re-timed into the
+strictly increasing times the encoder and the muxer need, instead of failing in the muxer. A frame whose
+size differs from the first frame's is fitted into it with black bars (``fit_box`` says why).
 A stop (``cancel``) or any error ends both threads, removes the temp file and raises: nothing is visible.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import queue
@@ -45,6 +50,7 @@ from ..imaging.tone import ToneTrack
 from ..pipeline import Job, JobResult, Pipeline
 from .hdr import grade
 from .header import ClipInfo, check_limits, open_input, read_info
+from .retime import REORDER_DEPTH, Retimer, frame_step
 from .stability import Flicker, Smoother, static_weight
 from .writer import ClipWriter
 
@@ -103,6 +109,7 @@ class _Frame:
     rotation: int
     planned: np.ndarray          # the input at the inference size (for the static weight and the figure)
     weight: np.ndarray | None    # static weight vs the previous frame
+    box: tuple[float, float, float, float] | None = None  # the picture inside black bars (fractions l, t, r, b)
 
 
 _END = object()
@@ -121,7 +128,9 @@ class _Clip:
         self.failed = threading.Event()
         self.error: BaseException | None = None
         self.events: queue.Queue[Any] = queue.Queue()
-        self.window = threading.Semaphore(pipeline.max_in_flight + WINDOW_EXTRA)
+        # the frames the retimer holds back are in flight too: without them in the window the pipeline would
+        # run that many frames short
+        self.window = threading.Semaphore(pipeline.max_in_flight + WINDOW_EXTRA + REORDER_DEPTH)
         self.results: dict[int, JobResult] = {}
         self.submitted = 0  # frames handed to the pipeline (reader)
         self.returned = 0   # frames the pipeline called back for (under results_ready)
@@ -201,7 +210,7 @@ def _run(clip: _Clip, container: Any, on_frame: Callable[[Progress], None] | Non
     video = container.streams.video[0]
     video.thread_type = "AUTO"  # frame and slice threads: decoding keeps ahead of inference
     writer = ClipWriter(clip.dst, cfg=clip.config.video, time_base=Fraction(video.time_base), fps=clip.info.fps,
-                        audio_streams=list(container.streams.audio))
+                        audio_streams=list(container.streams.audio), src=clip.src)
     clip.audio = writer.describe_audio()
     thread = threading.Thread(target=_write_all, args=(clip, writer, on_frame), name="ea-video-write", daemon=True)
     thread.start()
@@ -228,12 +237,17 @@ def _run(clip: _Clip, container: Any, on_frame: Callable[[Progress], None] | Non
 
 
 def _read_all(clip: _Clip, container: Any) -> None:
-    """The reader: decode ahead, plan each frame by the image policy, submit it; audio packets pass through."""
+    """The reader: decode ahead, plan each frame by the image policy, submit it; audio packets pass through.
+    A frame goes to the writer once the retimer has decided its time (``REORDER_DEPTH`` frames later)."""
     video = container.streams.video[0]
     previous: np.ndarray | None = None
     multiple = clip.pipeline.multiple
     tone = clip.info.hdr  # the clip's grade to SDR, or None (``hdr.grade`` may take the first frame's)
     track = FaceTrack() if clip.pipeline.faces is not None else None  # image.faces: auto, smoothed over frames
+    timebase = Fraction(video.time_base) if video.time_base else Fraction(1, 90_000)
+    retimer = Retimer(step=frame_step(clip.info.fps, timebase))
+    held: collections.deque[_Frame] = collections.deque()  # submitted, waiting for the retimer's time
+    canvas: tuple[int, int] | None = None  # the first frame's size: every frame is fitted into it (fit_box)
     index = 0
     for item in _demux(clip, container):
         clip.check()
@@ -243,30 +257,94 @@ def _read_all(clip: _Clip, container: Any) -> None:
             continue
         _check_frame(clip, item, index, video)
         original = (int(item.width), int(item.height))
-        scaled = scaled_size(original, clip.config, multiple=multiple)
+        canvas = canvas or original
+        scaled = scaled_size(canvas, clip.config, multiple=multiple)
         tone = grade(clip.src, item, index, tone)
-        if tone is not None:  # HDR (HLG or PQ): graded to SDR BT.709 here, before the frame path (hdr.py)
-            rgb = tone.frame_rgb(item, scaled)
-        elif scaled is None:
-            rgb = item.to_ndarray(format="rgb24")
+        box = None if original == canvas else fit_box(original, scaled or canvas)
+        if box is not None:  # another size than the first frame's: fitted into it, black bars around
+            rgb = np.zeros(((scaled or canvas)[1], (scaled or canvas)[0], 3), np.uint8)
+            left, top, width, height = box
+            rgb[top: top + height, left: left + width] = _frame_rgb(item, tone, (width, height))
         else:
-            rgb = item.to_ndarray(width=scaled[0], height=scaled[1], format="rgb24", interpolation="AREA")
-        decoded = Decoded(rgb=rgb, alpha=None, source_format="VIDEO", original_size=original, exif=None, icc=None,
+            rgb = _frame_rgb(item, tone, scaled)
+        decoded = Decoded(rgb=rgb, alpha=None, source_format="VIDEO", original_size=canvas, exif=None, icc=None,
                           path=clip.src)
         planned = imaging.plan(decoded, clip.config.image, multiple=multiple)
         faces = _faces(clip, planned.rgb, track)
-        clip.in_size = original
+        clip.in_size = canvas
         weight = static_weight(planned.rgb, previous, clip.config.video.static_threshold)
         previous = planned.rgb
-        pts = item.pts if item.pts is not None else int(index / (clip.info.fps * video.time_base))
         clip.wait_window()
-        clip.events.put(_Frame(index=index, pts=pts, rotation=item.rotation, planned=planned.rgb, weight=weight))
+        held.append(_Frame(index=index, pts=0, rotation=item.rotation, planned=planned.rgb, weight=weight,
+                           box=None if box is None else _fractions(box, rgb.shape)))
         clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame,
                                  tone=False,  # the writer runs the tone guard, in frame order
                                  palette=False,  # a palette chosen per frame would flicker
                                  faces=faces))
         clip.submitted += 1
         index += 1
+        _release(clip, held, retimer.push(item.pts), video)
+    _release(clip, held, retimer.finish(), video)
+    said = retimer.repaired()
+    if said is not None:
+        log.warning("%s: re-timed: %s", clip.src, said)
+
+
+def _release(clip: _Clip, held: collections.deque[_Frame], times: list[int], stream: Any) -> None:
+    """The held frames, oldest first, to the writer with the times the retimer decided; a re-timed clip's
+    length is counted against ``video.max_seconds`` too (a reset must not reopen the limit)."""
+    for pts in times:
+        frame = held.popleft()
+        frame.pts = pts
+        _check_time(clip, pts, stream)
+        clip.events.put(frame)
+
+
+def _frame_rgb(frame: Any, tone: Any, size: tuple[int, int] | None) -> np.ndarray:
+    """The decoded frame as RGB at ``size`` (None: its own): graded to SDR first for an HDR clip (hdr.py)."""
+    if tone is not None:
+        rgb: np.ndarray = tone.frame_rgb(frame, size)
+        return rgb
+    if size is None:
+        return frame.to_ndarray(format="rgb24")  # type: ignore[no-any-return]
+    return frame.to_ndarray(width=size[0], height=size[1], format="rgb24",  # type: ignore[no-any-return]
+                            interpolation="AREA")
+
+
+def fit_box(size: tuple[int, int], canvas: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Where a frame of ``size`` goes in ``canvas``, its aspect kept and centred: (left, top, width, height).
+
+    Why letterbox (or pillarbox) a frame whose size differs from the first frame's (a phone turned mid-call
+    in a WebRTC recording, joined clips, a stream switching resolution): an MP4 stream has one picture size,
+    the first frame's, which the header states and every frame planned for inference shares (one compiled
+    shape, and the frame-to-frame blend compares like with like). Stretching the frame to it, as the encoder
+    did, squeezed a 200x900 portrait into a landscape picture; cropping would cut most of it away; refusing
+    would lose the user's clip. Fitted with black bars, every frame shows whole and undistorted, as a video
+    editor shows a portrait shot in a landscape timeline. A frame of the same aspect fills the canvas."""
+    width, height = size
+    scale = min(canvas[0] / width, canvas[1] / height)
+    fitted = (min(canvas[0], max(1, round(width * scale))), min(canvas[1], max(1, round(height * scale))))
+    return ((canvas[0] - fitted[0]) // 2, (canvas[1] - fitted[1]) // 2, *fitted)
+
+
+def _fractions(box: tuple[int, int, int, int], shape: tuple[int, ...]) -> tuple[float, float, float, float] | None:
+    """The box as fractions of the canvas (the output may have another size); None when it fills it."""
+    left, top, width, height = box
+    if (width, height) == (shape[1], shape[0]):
+        return None
+    return (left / shape[1], top / shape[0], (left + width) / shape[1], (top + height) / shape[0])
+
+
+def _bars(shown: np.ndarray, box: tuple[float, float, float, float] | None) -> np.ndarray:
+    """The output with black outside the fitted frame's box: the model paints black bars in its own colours."""
+    if box is None:
+        return shown
+    height, width = shown.shape[:2]
+    left, top = math.floor(box[0] * width + 0.5), math.floor(box[1] * height + 0.5)
+    right, bottom = math.floor(box[2] * width + 0.5), math.floor(box[3] * height + 0.5)
+    out = np.zeros_like(shown)
+    out[top:bottom, left:right] = shown[top:bottom, left:right]
+    return out
 
 
 def _faces(clip: _Clip, rgb: np.ndarray, track: FaceTrack | None) -> tuple[Face, ...] | None:
@@ -374,6 +452,7 @@ def _write_all(clip: _Clip, writer: ClipWriter, on_frame: Callable[[Progress], N
             clip.flicker.add(event.weight, (event.planned, last[0] if last else None),
                              (raw, last[1] if last else None), (shown, last[2] if last else None))
             last = (event.planned, raw, shown)
+            shown = _bars(shown, event.box)
             writer.write(shown, event.pts, rotation=event.rotation)
             clip.out_size = (shown.shape[1], shown.shape[0])
             clip.window.release()

@@ -5,8 +5,11 @@ with the input's time base and each frame's own timestamp, so the frame rate (co
 frame count and the duration are the input's; the input's display rotation is set on the stream.
 Sound: each audio stream is copied packet for packet (no re-encoding, no loss) when MP4 players take its
 codec (``COPY_AUDIO``: AAC, MP3, ALAC, AC-3, E-AC-3, Opus, FLAC), else decoded and re-encoded to AAC
-(Vorbis from WebM, PCM from MOV/MKV). The temp name is ``fsutil``'s, so the watch folder's recovery
-removes what a killed writer left, and nothing half-written is ever visible under the output's name.
+(Vorbis from WebM, PCM from MOV/MKV). Copied packets whose times step back (a joined recording's seam) are
+shifted to follow on (``retime.PacketRetimer``), as the frames are (``retime.Retimer``, in the reader); a
+packet FFmpeg's muxer still refuses is the input's damage (an InputError naming it), never a traceback.
+The temp name is ``fsutil``'s, so the watch folder's recovery removes what a killed writer left, and nothing
+half-written is ever visible under the output's name.
 """
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from ..config import VideoSection
-from ..errors import TransientError, UserError
+from ..errors import InputError, TransientError, UserError
 from ..fsutil import fsync_dir, temp_path_for
 from . import require_av
+from .retime import PacketRetimer
 
 # Audio codecs MP4 players play (phones, browsers, VLC): copied as they are. Others are re-encoded to AAC.
 COPY_AUDIO = frozenset({"aac", "mp3", "alac", "ac3", "eac3", "opus", "flac"})
@@ -39,6 +43,7 @@ class _Audio:
         self.source = stream
         self.codec = stream.codec_context.name
         self.copied = self.codec in COPY_AUDIO and self.codec in out.supported_codecs
+        self.retimer = PacketRetimer()
         if self.copied:
             self.stream = out.add_stream_from_template(stream)
             self.resampler = None
@@ -61,7 +66,7 @@ class _Audio:
             if packet is None or packet.dts is None:
                 return []
             packet.stream = self.stream
-            return [packet]
+            return [self.retimer.apply(packet)]
         frames = self.source.decode(packet) if packet is not None else self.source.decode(None)
         out: list[Any] = []
         assert self.resampler is not None
@@ -80,9 +85,10 @@ class ClipWriter:
     """``write`` frames in order, ``audio`` packets as they come, then ``commit`` (or ``abort``)."""
 
     def __init__(self, dst: Path, *, cfg: VideoSection, time_base: Fraction, fps: Fraction,
-                 audio_streams: list[Any]) -> None:
+                 audio_streams: list[Any], src: Path | None = None) -> None:
         self.av = require_av(dst)
         self.dst = dst
+        self.src = src  # named when the muxer refuses the input's packets
         self.cfg = cfg
         self.time_base = time_base
         self.fps = fps
@@ -142,6 +148,10 @@ class ClipWriter:
             self.out.mux(packets)
         except OSError as exc:
             raise _write_error(self.dst, exc) from exc
+        except self.av.FFmpegError as exc:  # EINVAL and the like: times or packets no MP4 can hold
+            raise InputError(f"{self.src or self.dst}: damaged timing or packets the MP4 muxer refuses "
+                             f"({exc.strerror or exc}); expected a clip whose times can be put in order",
+                             stage="write") from None
 
     # -- the end ---------------------------------------------------------------------------------------
     def commit(self) -> None:
