@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,67 @@ def test_tiles_with_whole_statistics_match_the_whole_picture(full_config: Callab
     good, bad = psnr(tiled, whole), psnr(naive, whole)
     assert good >= 45.0, f"tiled vs whole {good:.1f} dB"
     assert good >= bad + 6.0, f"whole statistics {good:.1f} dB vs each tile its own {bad:.1f} dB"
+
+
+STALL_S = 60.0  # no tile finished in this long: stuck (a tile here is 0.1-0.3 s on 2 free cores)
+
+
+def test_two_tiled_pictures_sharing_the_slots_both_finish(write_config: Callable[..., Path],
+                                                          two_pass_ir: Path) -> None:
+    """Issue 42 item 15: the pipeline runs one tiled picture on its decode thread and another on the heavy-decode
+    lane, and both take their tiles' slots from one semaphore of ``engine.num_requests``. Each held the slots of
+    its tiles in flight while it blocked for one more, and only its own thread gives those back: with the two
+    slots split between them neither ever collected a tile (both threads in ``slots.acquire``, the process at
+    0 % CPU, on the first picture). A plain Semaphore here, so that threads stuck that way are let go and the
+    test fails instead of hanging; progress is watched per tile, so a loaded box is slow, not stuck."""
+    from edge_anime import Stylizer
+    from edge_anime.runtime.two_pass import TwoPass
+
+    config = write_config({"model": {"path": str(two_pass_ir / "model.xml")},
+                           "device": {"inference_precision": "f32", "num_requests": 2},
+                           "image": {"resize": "full", "tile_px": TILE_PX}}, name="shared.yaml")
+    photo = np.asarray(synthetic_photo(320, 240, seed=3))
+    with Stylizer(config) as stylizer:
+        assert stylizer.engine.num_requests == 2
+        full = plan_full((320, 240), stylizer.config.image, requests=2)
+        assert full is not None and full.tiled
+        runner = TwoPass(stylizer.engine)
+        try:
+            alone = runner.run(photo, full)
+            slots = threading.Semaphore(2)
+            together = threading.Barrier(2)
+            last_tile = [time.monotonic()]
+            results: list[np.ndarray] = []
+            errors: list[BaseException] = []
+
+            def tick(done: int, total: int) -> None:
+                last_tile[0] = time.monotonic()
+
+            def pictures() -> None:
+                together.wait()
+                try:
+                    for _ in range(2):
+                        results.append(runner.run(photo, full, slots=slots, on_tile=tick))
+                except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=pictures, daemon=True) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            while any(t.is_alive() for t in threads) and time.monotonic() - last_tile[0] < STALL_S:
+                threads[0].join(0.5) if threads[0].is_alive() else threads[1].join(0.5)
+            stuck = sum(t.is_alive() for t in threads)
+            if stuck:  # let them go (2 more slots each is all they can hold) before the runner closes
+                for _ in range(4):
+                    slots.release()
+                for thread in threads:
+                    thread.join(STALL_S)
+            assert not stuck, f"{stuck} tiled picture(s) got no tile done in {STALL_S:.0f} s: deadlocked on the slots"
+            assert errors == []
+            assert len(results) == 4 and all(np.array_equal(r, alone) for r in results)
+            assert [slots.acquire(blocking=False) for _ in range(3)] == [True, True, False], "a slot not given back"
+        finally:
+            runner.close()
 
 
 def _run_pipeline(config_path: Path, jobs: list[Any]) -> tuple[list[Any], int]:

@@ -210,7 +210,12 @@ class TwoPass:
                 request = requests[index % len(requests)]
                 inputs: dict[Any, np.ndarray] = {0: cut_tile(rgb, top, left, plan.tile_h, plan.tile_w)[None]}
                 inputs.update(extra(top, left))
-                slots.acquire()
+                # Never wait for a slot while holding one: the slots this picture holds are given back only by
+                # ``collect`` on this thread, so two tiled pictures blocked in ``acquire`` with the pool split
+                # between them would wait for each other for good (issue 42: two threads, 2 slots, no tile
+                # ever again). With tiles in flight, a slot that is not free now is made by collecting ours.
+                while not slots.acquire(blocking=not pending):
+                    collect()
                 try:
                     request.start_async(inputs)
                 except BaseException:
