@@ -139,6 +139,7 @@ class _Clip:
         self.out_size: tuple[int, int] | None = None
         self.flicker = Flicker()
         self.audio = "none"
+        self.cut = 0  # video packets the file's own edit list cuts (flagged discard): no player shows them
 
     # -- errors and stops ------------------------------------------------------------------------------
     def fail(self, error: BaseException) -> None:
@@ -228,11 +229,13 @@ def _run(clip: _Clip, container: Any, on_frame: Callable[[Progress], None] | Non
         writer.abort()
         raise clip.error
     decoded = clip.progress.done
-    if decoded == 0 or (clip.info.frames_exact and decoded < clip.info.frames) or \
-            (not clip.info.frames_exact and decoded < 0.9 * clip.info.frames):
+    stated = clip.info.frames - clip.cut  # an MP4's count includes the frames its edit list cuts
+    if decoded == 0 or (clip.info.frames_exact and decoded < stated) or \
+            (not clip.info.frames_exact and decoded < 0.9 * stated):
         writer.abort()
+        cut = f" ({clip.cut} cut by its edit list)" if clip.cut else ""
         raise InputError(f"{clip.src}: truncated or damaged: {decoded} of the {clip.info.frames} frames its header "
-                         "states could be decoded", stage="decode")
+                         f"states{cut} could be decoded", stage="decode")
     writer.commit()
 
 
@@ -416,6 +419,7 @@ def _demux(clip: _Clip, container: Any) -> Iterator[Any]:
     try:
         for packet in container.demux(video, *container.streams.audio):
             if packet.stream.type == "video":
+                clip.cut += bool(packet.is_discard)  # decoded (a reference) but never shown
                 yield from packet.decode()
             elif packet.dts is not None:
                 yield packet
