@@ -155,9 +155,15 @@ def test_names_near_name_max_and_a_log_forging_name(
     assert len(reports) == len(lengths) + 1
     for report in reports:
         assert Path(str(report).removesuffix(".error.json")).exists()
-    wait_until(lambda: (svc.status() or {}).get("counts", {}).get("failed") == len(reports), timeout_s=30,
-               what="the failed counter to match failed/", proc=svc.proc, log=svc.log)
-    assert (svc.status() or {})["counts"]["processed"] == len(lengths)
+    # The status file is a snapshot rewritten each second (runner.STATUS_INTERVAL_SECONDS), so it lags the folders:
+    # measured, done/ held 4 while it still said 1 done, 3 failed. The bad names fail at decode, before the good
+    # ones are stylized, so the first snapshot with every failure can predate the last commits to done/: waiting
+    # for the failed count alone and then reading processed read "2 of 4" under load (issue 42 item 15). Both
+    # counts are waited for in one snapshot; counts that never match still fail here, at the deadline.
+    wanted = {"processed": len(lengths), "failed": len(reports)}
+    wait_until(lambda: {k: (svc.status() or {}).get("counts", {}).get(k) for k in wanted} == wanted,
+               timeout_s=30, what=f"the status file's counts to match done/ and failed/: {wanted}",
+               proc=svc.proc, log=svc.log)
     assert svc.stop() == 0
     text = svc.log.read_text()
     assert not any(line.startswith("2030-01-01") for line in text.splitlines())   # no forged line
