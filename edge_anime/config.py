@@ -281,6 +281,23 @@ class ServiceSection(_Section):
     metrics: MetricsSection = MetricsSection()
 
 
+class LiveSection(_Section):
+    """``GET /v1/live``, the booth's mirror (edge_anime/http/live.py): frames in, stylized frames out."""
+
+    max_side: int = Field(default=384, ge=64, le=1024)  # each frame is stylized at this long side
+    max_sessions: int = Field(default=4, ge=1, le=64)  # live sessions at once; 503 past it
+    idle_seconds: float = Field(default=30.0, gt=0, le=3600)  # a session without a frame this long is closed
+    max_frame_mb: float = Field(default=2.0, gt=0, le=64)  # one frame's bytes; the session is closed past it
+    quality: int = Field(default=80, ge=1, le=100)  # the answered frames' JPEG quality
+
+
+class BoothSection(_Section):
+    """The booth page (``/booth``): its pictures are kept in memory only, for a guest to fetch by QR code."""
+
+    keep_minutes: float = Field(default=10.0, gt=0, le=1440)
+    max_pictures: int = Field(default=100, ge=1, le=10000)  # past it the oldest picture goes first
+
+
 class HttpSection(_Section):
     """`edge-anime serve`: the HTTP API and upload page (edge_anime/http/)."""
 
@@ -308,6 +325,8 @@ class HttpSection(_Section):
     max_connections_per_client: int = Field(default=256, ge=1, le=65536)
     # Host names the API answers besides IP addresses, localhost and this box's own name ("*": any).
     allowed_hosts: list[str] = Field(default_factory=list)
+    live: LiveSection = Field(default_factory=LiveSection)
+    booth: BoothSection = Field(default_factory=BoothSection)
 
     @field_validator("allowed_hosts")
     @classmethod

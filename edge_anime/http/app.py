@@ -39,7 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -52,6 +52,7 @@ from .body import BodyBudget, Pace, Reservation, Upload, declared_length, read_u
 from .connections import ConnectionGuard
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 from .front import Front, own_names
+from .live import LiveHub, live_routes
 from .token import read_token
 
 log = logging.getLogger("edge_anime.http")
@@ -167,7 +168,7 @@ class HttpState:
             self._admitted -= 1
             self.in_flight.set(self._admitted)
 
-    def authorized(self, request: Request) -> bool:
+    def authorized(self, request: HTTPConnection) -> bool:
         """The Bearer token matches (or none is set). The scheme is case-insensitive (RFC 7235, 2.1); the
         token is compared in constant time: no timing oracle."""
         if self.token is None:
@@ -176,7 +177,7 @@ class HttpState:
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode("latin-1"),
                                                                   self.token.encode("ascii"))
 
-    def authorize(self, request: Request) -> None:
+    def authorize(self, request: HTTPConnection) -> None:
         if not self.authorized(request):
             raise HttpError(401, "unauthorized", "send the token of http.auth_token_file as 'Authorization: "
                             "Bearer TOKEN'", headers={"WWW-Authenticate": "Bearer"})
@@ -238,6 +239,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     and closes (the watch folder's, shared); else the app builds its own at start-up and closes it at
     shutdown. ``app.state.service.guard`` is what ``server.make_server`` gives the connections."""
     service = HttpState(config, registry=registry, on_ready=on_ready, on_failure=on_failure, stylizer=stylizer)
+    hub = LiveHub(service)
 
     async def stylize(request: Request) -> Response:
         service.authorize(request)  # before a byte of the body is read: no token, no memory
@@ -306,6 +308,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
             yield
         finally:
             await asyncio.to_thread(loader.join)
+            await asyncio.to_thread(hub.close)
             await asyncio.to_thread(service.close)
 
     routes = [
@@ -315,6 +318,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/", index, methods=["GET"]),
+        *live_routes(),
     ]
     front = Middleware(Front, count=service.count, refused=service.guard.refused, names=lambda: service.names,
                        limits=lambda: (int(service.settings.max_body_mb * BYTES_PER_MB),
@@ -322,6 +326,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[front],
                     exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = service
+    app.state.live = hub
     return app
 
 

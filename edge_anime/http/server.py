@@ -26,6 +26,7 @@ from ..config import Config, is_loopback
 from ..errors import ConfigError, UserError
 from . import memory
 from .connections import MAX_HEAD_BYTES, guarded_protocol
+from .errors import BYTES_PER_MB
 
 log = logging.getLogger("edge_anime.http")
 START_DEADLINE_SECONDS = 30.0  # a lifespan start that takes longer is a fault, said as such
@@ -89,6 +90,8 @@ def make_server(app: Any, config: Config) -> Server:
         # guard bounds connections instead, closing idle ones first, and the app bounds the work.
         limit_concurrency=None,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        # /v1/live: one frame's bytes; a larger message closes its session (1009) before it is held whole
+        ws_max_size=int(config.http.live.max_frame_mb * BYTES_PER_MB),
     ))
 
 
