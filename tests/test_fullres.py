@@ -238,6 +238,46 @@ def test_two_tiled_pictures_sharing_the_slots_both_finish(write_config: Callable
             runner.close()
 
 
+
+def test_an_inference_past_the_wait_limit_fails_the_picture_and_gives_every_slot_back(
+        write_config: Callable[..., Path], two_pass_ir: Path) -> None:
+    """Issue 42 item 15: no wait on an inference is unbounded. Real runs with the limit at 1 ms (a 192 px tile
+    takes tens of ms): pass 1, a tile and a whole picture each fail the picture with a TransientError naming
+    what was waited for, every slot is given back, the requests given up end by themselves, and the same
+    runner then makes the same picture as before."""
+    from edge_anime import Stylizer
+    from edge_anime.errors import TransientError
+    from edge_anime.runtime import two_pass
+    from edge_anime.runtime.two_pass import TwoPass
+
+    config = write_config({"model": {"path": str(two_pass_ir / "model.xml")},
+                           "device": {"inference_precision": "f32", "num_requests": 2},
+                           "image": {"resize": "full", "tile_px": TILE_PX}}, name="limit.yaml")
+    photo = np.asarray(synthetic_photo(320, 240, seed=3))
+    with Stylizer(config) as stylizer:
+        tiled = plan_full((320, 240), stylizer.config.image, requests=2)
+        whole = plan_full((320, 240), stylizer.config.image.model_copy(update={"tile_px": "auto"}), requests=2)
+        assert tiled is not None and tiled.tiled and whole is not None and not whole.tiled
+        runner = TwoPass(stylizer.engine)
+        try:
+            reference = runner.run(photo, tiled)
+            slots = threading.Semaphore(2)
+            runner.wait_limit_s = 0.001
+            for plan, stats, what in [(tiled, "whole", "pass 1"), (tiled, "own", r"tile 1 of \d+"),
+                                      (whole, "whole", "the whole picture")]:
+                with pytest.raises(TransientError, match=rf"^{what}: no result from OpenVINO after 0 s") as info:
+                    runner.run(photo, plan, slots=slots, stats=stats)
+                assert info.value.stage == "infer"
+                assert [slots.acquire(blocking=False) for _ in range(3)] == [True, True, False], what
+                slots.release()
+                slots.release()
+            runner.wait_limit_s = two_pass.WAIT_LIMIT_S
+            assert np.array_equal(runner.run(photo, tiled, slots=slots), reference)
+        finally:
+            runner.close()
+    assert two_pass._GIVEN_UP == [], "a request given up and ended is still held"
+
+
 def _run_pipeline(config_path: Path, jobs: list[Any]) -> tuple[list[Any], int]:
     """``jobs`` through one real Pipeline; (their results, the style's blend margin)."""
     from edge_anime.models import resolve_model

@@ -22,11 +22,24 @@ the lent 16-core Xeon one stream ran 0.67-0.71x the speed of 4-16 (docs/design.m
 
 Plain infer requests, not an ``AsyncInferQueue``: a queue made and dropped per call deadlocked in its
 destructor in ``timing`` (see its history); a request list has no such teardown.
+
+Every wait on an inference is bounded (``wait_limit_s``, ``_done_within``). Issue 42 item 15: a test timed out
+at load 15-34 with the main thread "in ``request.wait()``". That was no lost wake-up: no callback is set on
+these requests, and ``wait`` waits on the future the plugin's last stage always sets, error or not.
+pytest-timeout's signal method (a failed test, the run going on, as reported) runs its handler only once the
+main thread is back in Python: a SIGALRM 0.5 s into a 22 s ``wait()`` was handled at 21.9 s, on the
+``wait()`` line. So the dump showed a wait that had returned, in a slow run whose 600 s also count the
+fixtures' setup (the pair's conversion: about a minute alone). Two hangs were real, in ``_tiles``: two
+tiled pictures deadlocked on the pipeline's shared slots, and a tile whose wait raised in the cleanup left
+the other tiles' slots taken. Still, a plugin that never finished would hang a picture without a word, so
+the waits come in slices (signal handlers and Ctrl-C run between them) and, past the limit, the picture
+fails with a ``TransientError`` that says so.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +49,7 @@ import openvino as ov
 from PIL import Image
 
 from ..config import DeviceSection
-from ..errors import ConfigError, ModelError
+from ..errors import ConfigError, ModelError, TransientError
 from ..imaging.fullres import FullPlan, padded
 from ..imaging.planner import resize_image
 from ..imaging.tiling import Blender, cut_tile, plan_tiles
@@ -48,6 +61,14 @@ log = logging.getLogger(__name__)
 # Up to this many usable cores the whole picture and pass 2 run one stream over every core (module
 # docstring): measured even with two one-core streams in a burst on 2 cores, 0.67-0.71x of 4-16 streams on 16.
 LATENCY_MAX_CORES = 4
+
+# How long one inference of a full-resolution picture (pass 1, a tile, a whole picture) is waited for before the
+# picture is given up as stuck. A tile is sized to the memory budget: about 3 s at 1 MP on 2 cores (2.6-2.9 s/MP,
+# module docstring) and 15 s at 6x load (measured, issue 42). A whole picture is at most the budget's few MP:
+# 15 minutes is far past either, so only an inference that will never end reaches it.
+WAIT_LIMIT_S = 900.0
+# The slice each wait blocks in: signal handlers (pytest-timeout, Ctrl-C in a caller on the main thread) run between.
+WAIT_SLICE_S = 0.5
 
 STATS_NAME = "gn_stats"
 ORIGIN_NAME = "tile_origin"
@@ -66,6 +87,7 @@ class TwoPass:
         self._picture_device = picture_device(engine.device)  # the whole picture's and pass 2's settings
         self._streams: int | None = None  # pass 2's NUM_STREAMS, set by the first ``streams``
         self.margin_px = 0
+        self.wait_limit_s = WAIT_LIMIT_S  # how long one inference is waited for (module docstring)
 
     def whole_engine(self) -> Engine:
         """The plain IR for whole pictures (a style without a pair runs these too): the plain engine itself
@@ -114,6 +136,7 @@ class TwoPass:
             log.warning("image.resize: full: %s", exc)
 
     def close(self) -> None:
+        _prune_given_up()
         with self._lock:
             engines = [*(self._pair or ()), *([self._whole] if self._whole is not None else [])]
             self._pair = self._whole = None
@@ -156,7 +179,8 @@ class TwoPass:
         compiled = first.compiled(small.shape[0], small.shape[1])
         request = compiled.create_infer_request()
         with slots:
-            request.infer({0: small[None]})
+            request.start_async({0: small[None]})
+            self._finish(request, "pass 1", small)
             found = np.array(request.get_tensor(STATS_NAME).data, dtype=np.float32, copy=True)
         del request
         _release(compiled, "pass 1")  # the tiles need that memory now; a later pass 1 allocates it again
@@ -169,7 +193,8 @@ class TwoPass:
         compiled = engine.compiled(canvas.shape[0], canvas.shape[1])
         request = compiled.create_infer_request()
         with slots:
-            request.infer({0: canvas[None]}, share_inputs=True)
+            request.start_async({0: canvas[None]}, share_inputs=True)
+            self._finish(request, "the whole picture", canvas)  # its input is shared: kept with it if given up
             out = np.array(request.get_output_tensor(0).data[0, :height, :width], copy=True)
         del request
         if engine is not self.engine:  # the plain engine's shapes are bounded by its own cache and the styles'
@@ -190,12 +215,15 @@ class TwoPass:
         blender = Blender(plan, out)
         pending: deque[tuple[ov.InferRequest, tuple[int, int, int]]] = deque()
         blended = 0
+        stuck = False  # a tile was given up: those queued behind it on the same streams are not waited for
 
         def collect() -> None:
-            nonlocal blended
+            nonlocal blended, stuck
             request, where = pending.popleft()
             try:
-                request.wait()
+                if not _done_within(request, self.wait_limit_s):
+                    stuck = True
+                    raise self._stuck(request, f"tile {blended + 1} of {plan.count}")
                 blender.add(*where, request.get_output_tensor(0).data[0])
             finally:
                 slots.release()
@@ -225,14 +253,73 @@ class TwoPass:
             while pending:
                 collect()
         finally:
-            while pending:  # an error: let what runs finish before its request goes
+            # An error: let what runs finish before its request goes, and give back every slot whatever its
+            # wait raises (a slot kept here is one fewer for every later picture of the pipeline, for good).
+            while pending:
                 request, _ = pending.popleft()
-                request.wait()
-                slots.release()
+                try:
+                    if stuck or not _done_within(request, self.wait_limit_s):
+                        stuck = True
+                        _give_up(request)
+                except Exception:
+                    log.debug("tiles: a tile's inference failed after the picture's error", exc_info=True)
+                finally:
+                    slots.release()
             del requests
-            # the encode's canvas needs that memory next (imaging.fullres counts it so); a new picture
-            _release(compiled, "tiles")  # allocates it again, which costs little beside its tiles
+            if not stuck:  # the encode's canvas needs that memory next (imaging.fullres counts it so); a new
+                _release(compiled, "tiles")  # picture allocates it again, which costs little beside its tiles
         return blender.finish()
+
+    def _finish(self, request: ov.InferRequest, what: str, shared: np.ndarray | None = None) -> None:
+        """Wait for the started ``request`` up to ``wait_limit_s``; past it ``_stuck``'s error."""
+        if not _done_within(request, self.wait_limit_s):
+            raise self._stuck(request, what, shared)
+
+    def _stuck(self, request: ov.InferRequest, what: str, shared: np.ndarray | None = None) -> TransientError:
+        """The error for an inference past ``wait_limit_s``, naming ``what`` (the watch folder retries it later,
+        ``batch`` lists it); the request is kept running (``_give_up``), with ``shared``, the input it reads."""
+        log.error("%s: still running after %.0f s; given up, the request kept until it ends", what, self.wait_limit_s)
+        _give_up(request, shared)
+        return TransientError(f"{what}: no result from OpenVINO after {self.wait_limit_s:.0f} s (stuck, or the box "
+                             "far too loaded); the picture is given up", stage="infer")
+
+
+# Requests given up while still running, with any input they share: dropping a running InferRequest waits for it
+# in its destructor, holding the GIL, which would hang every thread where the limit was to end one picture's wait.
+_GIVEN_UP: list[tuple[ov.InferRequest, np.ndarray | None]] = []
+_GIVEN_UP_LOCK = threading.Lock()
+
+
+def _done_within(request: ov.InferRequest, limit_s: float) -> bool:
+    """Whether the started ``request`` finished within ``limit_s``, waited for in ``WAIT_SLICE_S`` slices; an
+    inference that failed raises here. Only for started requests: ``wait_for`` says False on a fresh one."""
+    deadline = time.monotonic() + limit_s
+    slice_ms = max(1, int(min(WAIT_SLICE_S, limit_s) * 1000))
+    while not request.wait_for(slice_ms):
+        if time.monotonic() >= deadline:
+            return False
+    return True
+
+
+def _give_up(request: ov.InferRequest, shared: np.ndarray | None = None) -> None:
+    """Keep ``request`` (and ``shared``) until it ends; those given up before that have ended are let go."""
+    _prune_given_up()
+    with _GIVEN_UP_LOCK:
+        _GIVEN_UP.append((request, shared))
+
+
+def _prune_given_up() -> None:
+    """Let go of the given-up requests that have ended (their destructors no longer wait)."""
+    with _GIVEN_UP_LOCK:
+        kept = []
+        for entry in _GIVEN_UP:
+            try:
+                ended = entry[0].wait_for(0)
+            except Exception:  # noqa: BLE001 - it ended, with an error nobody waits for now
+                ended = True
+            if not ended:
+                kept.append(entry)
+        _GIVEN_UP[:] = kept
 
 
 def _release(compiled: ov.CompiledModel, what: str) -> None:
