@@ -196,3 +196,18 @@ def test_a_client_that_drops_mid_frame_leaves_the_service_answering(live: Callab
         assert _answer(again).format == "JPEG"
     assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
 
+
+
+def test_a_session_outlives_the_header_timeout(serve_here: ServeHere) -> None:
+    """The connection guard's header deadline (armed when a connection opens) closed every live session
+    http.header_timeout_seconds after its start: an upgraded connection is no longer the guard's."""
+    server = serve_here({"header_timeout_seconds": 1.0, "live": {"max_side": 128}})
+    with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:
+        started = time.monotonic()
+        while time.monotonic() - started < 2.5:  # past the 1 s deadline, frames all along
+            ws.send(_frame())
+            assert _answer(ws).format == "JPEG"
+    deadline = time.monotonic() + DEADLINE_S  # and it left the guard's count: no connection is held for it
+    while server.app.state.service.guard.open and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.app.state.service.guard.open == set()

@@ -133,6 +133,15 @@ class GuardedH11Protocol(H11Protocol):
         """No request in progress: none yet, or the last one answered (its body may still be draining)."""
         return self.cycle is None or self.cycle.response_complete
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        """The connection becomes a WebSocket (``/v1/live``): the header deadline, armed when it opened, would
+        close it 10 s into the session, so it is disarmed; and the connection leaves the guard's count here,
+        since from now on its close reaches the WebSocket protocol, never ``connection_lost`` here. Live
+        sessions are bounded by themselves (``http.live.max_sessions``, ``idle_seconds``)."""
+        self._disarm()
+        self.guard.discard(self)
+        super().handle_websocket_upgrade(event)
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing():

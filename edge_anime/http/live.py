@@ -74,6 +74,7 @@ class LiveHub:
         self.service = service
         self.sessions = 0
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
         self._stylizer: Stylizer | None = None
         self._built_for: Config | None = None
 
@@ -96,7 +97,7 @@ class LiveHub:
         from ..stylizer import Stylizer
 
         config = self.service.config
-        with self._lock:
+        with self._build_lock:  # not the count's lock: the event loop takes that one, never for a compile
             if self._stylizer is not None and self._built_for is config:
                 return self._stylizer
             old, self._stylizer, self._built_for = self._stylizer, Stylizer(live_config(config)), config
@@ -106,7 +107,7 @@ class LiveHub:
         return self._stylizer
 
     def close(self) -> None:
-        with self._lock:
+        with self._build_lock:
             stylizer, self._stylizer = self._stylizer, None
         if stylizer is not None:
             stylizer.close()
@@ -120,6 +121,7 @@ class Session:
         self.waiting: bytes | None = None
         self.arrived = asyncio.Event()
         self.closed = False
+        self.busy = False  # a frame is being stylized
         self.frames_in = self.frames_out = self.replaced = 0
 
     async def receive(self) -> None:
@@ -129,6 +131,8 @@ class Session:
             try:
                 message = await asyncio.wait_for(self.websocket.receive(), timeout=idle)
             except TimeoutError:
+                if self.busy or self.waiting is not None:  # waiting for its answer is not idle (a first
+                    continue  # frame may wait for the style's compile and variant measurement)
                 await self._close(GOING_AWAY, f"no frame for {idle:g} s (http.live.idle_seconds)")
                 return
             if message["type"] == "websocket.disconnect":
@@ -151,6 +155,7 @@ class Session:
             frame, self.waiting = self.waiting, None
             if frame is None:
                 continue
+            self.busy = True
             try:
                 picture = await asyncio.to_thread(self._stylize, frame)
             except InputError as exc:
@@ -160,6 +165,8 @@ class Session:
                 await self._error("not available", str(exc) or "the frame took too long")
                 await self._close(TRY_AGAIN_LATER, "the box cannot stylize frames now")
                 return
+            finally:
+                self.busy = False
             try:
                 await asyncio.wait_for(self.websocket.send_bytes(picture), timeout=SEND_TIMEOUT_SECONDS)
             except TimeoutError:  # the client reads nothing: its answers would pile up in the kernel
