@@ -49,6 +49,7 @@ from ..imaging.decoder import decode_header
 from ..imaging.encoder import EXT_BY_CONFIG_FORMAT
 from ..stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
 from .body import BodyBudget, Pace, Reservation, Upload, declared_length, read_upload
+from .booth import BoothStore, booth_routes
 from .connections import ConnectionGuard
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError
 from .front import Front, own_names
@@ -201,15 +202,17 @@ def _format_for(request: Request, config: Config) -> str:
     return fmt
 
 
-def _page_csp(page: str) -> str:
+def _page_csp(page: str, *, img: str = "'self' blob:", connect: str = "'self'", media: str | None = None) -> str:
     """The page's Content-Security-Policy: its one inline script and style allowed by their digests, pictures
-    from the box or the page's own blobs, fetches to the box only, and nothing else."""
+    from the box or the page's own blobs, fetches to the box only, and nothing else. The booth's page widens
+    ``img``, ``connect`` and ``media`` for its camera, WebSocket and QR code (``booth.booth_csp``)."""
     def digests(tag: str) -> str:
         blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)
         return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
 
     return (f"default-src 'none'; script-src {digests('script')}; style-src {digests('style')}; "
-            "img-src 'self' blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+            f"img-src {img}; connect-src {connect}; {f'media-src {media}; ' if media else ''}base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 
 def _fault(exc: Exception, style: str, stylizer: Stylizer | None) -> HttpError:
@@ -240,9 +243,12 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     shutdown. ``app.state.service.guard`` is what ``server.make_server`` gives the connections."""
     service = HttpState(config, registry=registry, on_ready=on_ready, on_failure=on_failure, stylizer=stylizer)
     hub = LiveHub(service)
+    booth = BoothStore(lambda: service.settings.booth.keep_minutes * 60, lambda: service.settings.booth.max_pictures)
 
-    async def stylize(request: Request) -> Response:
-        service.authorize(request)  # before a byte of the body is read: no token, no memory
+    async def stylized(request: Request, fmt: str | None = None) -> Encoded:
+        """The upload stylized, every limit checked before the work it would waste: the body's size and room,
+        its header, the queue. ``fmt``: None for ``?format=`` or ``output.format``; the booth asks for jpeg.
+        The caller has checked the token."""
         stylizer, config = service.stylizer, service.config  # one request, one config: a reload swaps both
         if stylizer is None:
             raise HttpError(503, "not ready", service.failure or "the style is still compiling",
@@ -250,7 +256,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         style = request.query_params.get("style") or stylizer.styles[0]
         if style not in stylizer.styles:
             raise HttpError(404, "unknown style", f"style={style}: this box serves {', '.join(stylizer.styles)}")
-        fmt = _format_for(request, config)
+        fmt = fmt or _format_for(request, config)
         limit_bytes = int(config.http.max_body_mb * BYTES_PER_MB)
         declared = declared_length(request, limit_bytes)
         client = request.client.host if request.client else ""
@@ -266,6 +272,11 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
             if not handed_over:
                 reservation.release()
         del upload  # its share of http.max_bodies_mb is free: so is its memory
+        return encoded
+
+    async def stylize(request: Request) -> Response:
+        service.authorize(request)  # before a byte of the body is read: no token, no memory
+        encoded = await stylized(request)
         return Response(encoded.data, media_type=encoded.media_type,
                         headers={"Server-Timing": _server_timing(encoded.timings_s), "Cache-Control": "no-store",
                                  **_faces_header(encoded.faces)})
@@ -304,9 +315,12 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         loader = threading.Thread(target=service.load, name="edge-anime-load", daemon=True)
         loader.start()
+        sweeper = asyncio.create_task(booth.sweep_forever())
         try:
             yield
         finally:
+            sweeper.cancel()
+            booth.clear()  # the guests' pictures end with the process, as promised
             await asyncio.to_thread(loader.join)
             await asyncio.to_thread(hub.close)
             await asyncio.to_thread(service.close)
@@ -319,6 +333,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/", index, methods=["GET"]),
         *live_routes(),
+        *booth_routes(service, booth, stylized, _page_csp),
     ]
     front = Middleware(Front, count=service.count, refused=service.guard.refused, names=lambda: service.names,
                        limits=lambda: (int(service.settings.max_body_mb * BYTES_PER_MB),
@@ -327,6 +342,7 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
                     exception_handlers={404: _not_found, 405: _not_allowed})
     app.state.service = service
     app.state.live = hub
+    app.state.booth = booth
     return app
 
 

@@ -8,7 +8,7 @@ JSON, carries the same headers and is counted once, under its route.
 
 The access log (logger ``edge_anime.http.access``, INFO, through the service's handler and form): method,
 path, status, bytes of the answer's body, milliseconds, client address; in the JSON form the same as fields.
-Never a query string, a header (the token) or a byte of a body.
+Never a query string, a header (the token), a booth picture's id (its only key) or a byte of a body.
 
 The refusals, in order:
 - a connection opened over ``http.max_connections`` with nothing idle to close (``ConnectionGuard``): 503;
@@ -42,7 +42,8 @@ log = logging.getLogger("edge_anime.http")
 access_log = logging.getLogger("edge_anime.http.access")
 
 ROUTES = {"/v1/stylize": "stylize", "/v1/styles": "styles", "/healthz": "healthz", "/readyz": "readyz",
-          "/metrics": "metrics", "/": "page"}
+          "/metrics": "metrics", "/": "page", "/booth": "booth", "/v1/booth/shots": "booth_shot"}
+BOOTH_PICTURES = "/booth/p/"  # a booth picture's path holds its id: one route name for all, never the id
 # On every answer: no MIME sniffing of a picture into a script, no framing (clickjacking the page's button),
 # no Referer leaving the box, no other origin embedding an answer. The page sets its own, wider, CSP.
 HARDENING = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
@@ -123,12 +124,20 @@ async def drain(receive: Receive, limit_bytes: int, seconds: float) -> None:
                 return
 
 
+def route_name(path: str) -> str:
+    """The route's name in the metrics: a known path's, else ``other`` (a label per unknown path would let
+    any client grow the registry without bound)."""
+    return "booth_picture" if path.startswith(BOOTH_PICTURES) else ROUTES.get(path, "other")
+
+
 def _access(scope: Scope, status: int, sent_bytes: int, seconds: float) -> None:
     """One access-log line (see the module docstring); its arguments are escaped by the service's formatter,
     so a path cannot forge a line."""
     client = scope.get("client")
     who = f"{client[0]}:{client[1]}" if client else "-"
     method, path, ms = scope.get("method", "-"), scope.get("path", "-"), seconds * 1000
+    if path.startswith(BOOTH_PICTURES):  # the id is a guest's picture's only key, and logs reach the disk
+        path = BOOTH_PICTURES + "<id>"
     access_log.info("%s %s %d %d B %.1f ms %s", method, path, status, sent_bytes, ms, who,
                     extra={FIELDS_ATTR: {"method": method, "path": path, "status": status, "bytes": sent_bytes,
                                          "ms": round(ms, 1), "client": who}})
@@ -190,7 +199,7 @@ class Front:
         finally:
             if status:
                 seconds = time.perf_counter() - started
-                self._count(ROUTES.get(scope.get("path", ""), "other"), status, seconds)
+                self._count(route_name(scope.get("path", "")), status, seconds)
                 _access(scope, status, sent_bytes, seconds)
 
     def _refuse(self, scope: Scope) -> None:
