@@ -75,33 +75,42 @@ class Generator(nn.Module):
     to be multiples of 4 for the output to match the input size.
     """
 
-    def __init__(self, *, upsample_align: bool = True) -> None:
+    def __init__(self, *, upsample_align: bool = True, width: float = 1.0) -> None:
+        """``width`` scales every layer's channels (1.0: the published shape). A lighter student distilled
+        from a style (training/distill.py, issue 43) is the same graph at ``width=0.5``: ~4x fewer MACs, and
+        the same key names, so one loader and one converter serve both."""
         super().__init__()
         self.upsample_align = upsample_align
+        self.width = width
+
+        def c(channels: int) -> int:
+            return max(8, round(channels * width))
+
         self.block_a = nn.Sequential(
-            ConvNormLReLU(3, 32, kernel_size=7, padding=3),
-            ConvNormLReLU(32, 64, stride=2, padding=(0, 1, 0, 1)),
-            ConvNormLReLU(64, 64),
+            ConvNormLReLU(3, c(32), kernel_size=7, padding=3),
+            ConvNormLReLU(c(32), c(64), stride=2, padding=(0, 1, 0, 1)),
+            ConvNormLReLU(c(64), c(64)),
         )
         self.block_b = nn.Sequential(
-            ConvNormLReLU(64, 128, stride=2, padding=(0, 1, 0, 1)),
-            ConvNormLReLU(128, 128),
+            ConvNormLReLU(c(64), c(128), stride=2, padding=(0, 1, 0, 1)),
+            ConvNormLReLU(c(128), c(128)),
         )
         self.block_c = nn.Sequential(
-            ConvNormLReLU(128, 128),
-            InvertedResBlock(128, 256, 2),
-            InvertedResBlock(256, 256, 2),
-            InvertedResBlock(256, 256, 2),
-            InvertedResBlock(256, 256, 2),
-            ConvNormLReLU(256, 128),
+            ConvNormLReLU(c(128), c(128)),
+            InvertedResBlock(c(128), c(256), 2),
+            InvertedResBlock(c(256), c(256), 2),
+            InvertedResBlock(c(256), c(256), 2),
+            InvertedResBlock(c(256), c(256), 2),
+            ConvNormLReLU(c(256), c(128)),
         )
-        self.block_d = nn.Sequential(ConvNormLReLU(128, 128), ConvNormLReLU(128, 128))
+        self.block_d = nn.Sequential(ConvNormLReLU(c(128), c(128)), ConvNormLReLU(c(128), c(128)))
         self.block_e = nn.Sequential(
-            ConvNormLReLU(128, 64),
-            ConvNormLReLU(64, 64),
-            ConvNormLReLU(64, 32, kernel_size=7, padding=3),
+            ConvNormLReLU(c(128), c(64)),
+            ConvNormLReLU(c(64), c(64)),
+            ConvNormLReLU(c(64), c(32), kernel_size=7, padding=3),
         )
-        self.out_layer = nn.Sequential(nn.Conv2d(32, 3, kernel_size=1, stride=1, padding=0, bias=False), nn.Tanh())
+        self.out_layer = nn.Sequential(nn.Conv2d(c(32), 3, kernel_size=1, stride=1, padding=0, bias=False),
+                                       nn.Tanh())
 
     def _upsample(self, x: torch.Tensor, size: torch.Size) -> torch.Tensor:
         if self.upsample_align:
