@@ -327,19 +327,24 @@ def test_the_booth_in_chromium_with_a_fake_camera(serve_here: ServeHere, chromiu
 
 
 @pytest.mark.slow
-def test_the_booth_says_when_the_camera_is_missing(serve_here: ServeHere, chromium: Callable[..., Any]) -> None:
-    """No fake device, permission granted: on a box without a camera getUserMedia fails with NotFoundError, and
-    the page says so in words instead of a black screen."""
-    if any(Path("/dev").glob("video*")):
-        pytest.skip("this box has a camera (/dev/video*): the missing-camera case cannot happen here")
-    server = serve_here()
-    driver = chromium("--use-fake-ui-for-media-stream")
-    driver.get(server.url + "/booth")
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--use-fake-ui-for-media-stream",), "No camera found. Plug one in, then touch Retry."),
+    (("--use-fake-device-for-media-stream", "--deny-permission-prompts"),
+     "The camera was refused. Allow it for this page in the browser, then touch Retry."),
+], ids=["missing", "refused"])
+def test_the_booth_says_when_the_camera_is_missing_or_refused(serve_here: ServeHere, chromium: Callable[..., Any],
+                                                              flags: tuple[str, ...], said: str) -> None:
+    """Missing: no fake device and the permission granted, so on a box without a camera getUserMedia fails with
+    NotFoundError. Refused: a (fake) camera, and the permission denied: NotAllowedError. Either way the page
+    says so in words, with a Retry button, instead of a black screen."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, 60).until(lambda d: "camera" in d.find_element(By.ID, "status").text.lower()
-                                    and "starting" not in d.find_element(By.ID, "status").text.lower())
-    assert driver.find_element(By.ID, "status").text == "No camera found. Plug one in, then touch Retry."
-    assert driver.find_element(By.ID, "retry").is_displayed()
+    if "--use-fake-device-for-media-stream" not in flags and any(Path("/dev").glob("video*")):
+        pytest.skip("this box has a camera (/dev/video*): the missing-camera case cannot happen here")
+    server = serve_here()
+    driver = chromium(*flags)
+    driver.get(server.url + "/booth")
+    WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "retry").is_displayed())
+    assert driver.find_element(By.ID, "status").text == said
     assert driver.find_element(By.ID, "shoot").get_attribute("disabled") is not None
