@@ -296,6 +296,18 @@ class BoothSection(_Section):
 
     keep_minutes: float = Field(default=10.0, gt=0, le=1440)
     max_pictures: int = Field(default=100, ge=1, le=10000)  # past it the oldest picture goes first
+    # The address a guest's phone opens a picture at (its QR code), e.g. http://kiosk.lan:8080; null: the
+    # page's own Host, or this box's network address when the kiosk opened the page on localhost
+    public_url: str | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_base(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")) or any(c in value for c in " \t\"'<>"):
+            raise ValueError("expected an http:// or https:// address such as http://kiosk.lan:8080")
+        return value.rstrip("/")
 
 
 class HttpSection(_Section):

@@ -116,6 +116,15 @@ def test_the_pictures_url_names_the_box_as_a_phone_can_reach_it() -> None:
 
 
 # -- the routes ---------------------------------------------------------------------------------------------
+def test_a_public_url_names_the_pictures_for_phones(serve_here: ServeHere) -> None:
+    """http.booth.public_url (a reverse proxy, a name the LAN knows) is what the QR code holds, whatever Host
+    the kiosk opened the page with."""
+    server = serve_here({"booth": {"public_url": "http://kiosk.lan:8080/"}})
+    status, shot = _shot(server, headers={"Origin": server.url})
+    assert status == 200, shot
+    assert shot["url"] == f"http://kiosk.lan:8080/booth/p/{shot['id']}" and shot["reachable"] is True
+
+
 def test_a_shot_is_stylized_kept_and_fetched_by_a_second_client_without_the_token(
         serve_here: ServeHere, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="edge_anime.http.access")

@@ -219,7 +219,8 @@ def booth_routes(service: HttpState, store: BoothStore, stylize: Stylize, page_c
         encoded = await stylize(request, "jpeg")  # a JPEG whatever output.format says: phones open it
         picture_id = store.put(encoded.data)
         del encoded
-        base, reachable = picture_base(request, service.settings.host)
+        public = service.settings.booth.public_url
+        base, reachable = (public, True) if public else picture_base(request, service.settings.host)
         url = f"{base}/booth/p/{picture_id}"
         return JSONResponse({"id": picture_id, "url": url, "path": f"/booth/p/{picture_id}",
                              "expires_in_s": round(service.settings.booth.keep_minutes * 60),
