@@ -211,3 +211,55 @@ def test_a_session_outlives_the_header_timeout(serve_here: ServeHere) -> None:
     while server.app.state.service.guard.open and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.app.state.service.guard.open == set()
+
+
+@pytest.mark.slow  # ~30 s: the server's buffers must fill before its send blocks
+def test_a_client_that_never_reads_is_closed_and_frees_its_session(live: Callable[..., Here]) -> None:
+    """Backpressure: a client that sends frames and reads nothing. The answers fill the kernel's buffers, the
+    server's send blocks, and after SEND_TIMEOUT_SECONDS the session is closed instead of holding its worker;
+    the session count comes back and uploads are answered all along."""
+    import socket
+
+    server = live(max_side=512, quality=100, max_sessions=1)
+    noise = io.BytesIO()
+    Image.fromarray(np.random.default_rng(9).integers(0, 256, (480, 640, 3), dtype=np.uint8)).save(
+        noise, "JPEG", quality=100)  # answers of ~0.5 MB each: a few fill any buffer
+    with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S, max_size=None) as ws:
+        raw: socket.socket = ws.socket
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        deadline = time.monotonic() + 120
+        while server.app.state.live.sessions and time.monotonic() < deadline:
+            try:
+                ws.send(noise.getvalue())  # and never recv
+            except ConnectionClosed:
+                break
+            assert server.request("/healthz")[0] == 200
+            time.sleep(0.2)  # a camera's pace; the loop ends on the server's close, bounded by the deadline
+    while server.app.state.live.sessions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.app.state.live.sessions == 0, "the session that read nothing was not closed"
+    assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
+
+
+@pytest.mark.slow  # ~20 s: a thousand handshakes
+def test_a_thousand_sessions_get_503_past_the_bound_and_uploads_go_on(live: Callable[..., Here]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = live(max_sessions=2)
+
+    def attempt(_: int) -> int:
+        try:
+            with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S):
+                return 101
+        except InvalidStatus as exc:
+            return int(exc.response.status_code)
+
+    with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as one, \
+            websockets_sync.connect(_url(server), open_timeout=DEADLINE_S):
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            statuses = list(pool.map(attempt, range(1000)))
+        assert statuses.count(503) == 1000, {s: statuses.count(s) for s in set(statuses)}
+        assert server.request("/v1/stylize", data=_jpeg(), content_type="image/jpeg")[0] == 200
+        one.send(_frame())
+        assert _answer(one).format == "JPEG"  # the sessions inside the bound were served all along
+    assert server.app.state.live.sessions <= 2
