@@ -120,7 +120,7 @@ def test_cold_stylize_says_what_it_does_from_the_first_seconds(tmp_path: Path, p
     assert "pin model.variant and device.inference_precision to skip it" in first and "about " in first
     for number in (1, 2, 3):
         line = lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1]
-        assert line.startswith(f"choice: {number} of 3 at 64x48: "), lines.seen
+        assert line.startswith(f"choice: at 64x48, {number} of 3: "), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1].startswith("choice: measured in "), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1].startswith("engine: compiling toon ("), lines.seen
     assert lines.next(deadline_s=WHOLE_RUN_DEADLINE_S)[1] == f"stylized 1 of 1 input(s) into {out}", lines.seen
@@ -149,12 +149,13 @@ def _stylize(*args: str) -> int:
 def test_a_taken_name_is_said_at_the_end(tmp_path: Path, make_photo: Callable[..., Path],
                                          write_config: Callable[..., Path],
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    make_photo("a.jpg", 64, 48)
-    make_photo("a.png", 64, 48, seed=5)
+    # two folders' a.jpg and a.png: both named a_S.jpg (in one folder each would be named by its extension)
+    make_photo("a.jpg", 64, 48, folder=tmp_path / "x")
+    make_photo("a.png", 64, 48, seed=5, folder=tmp_path / "y")
     out = tmp_path / "out"
     out.mkdir()
     (out / f"a_{STYLE}.jpg").write_bytes(b"precious")
-    assert _stylize(str(tmp_path / "a.jpg"), str(tmp_path / "a.png"), "-o", str(out), "-q",
+    assert _stylize(str(tmp_path / "x" / "a.jpg"), str(tmp_path / "y" / "a.png"), "-o", str(out), "-q",
                     "--config", str(write_config(PINNED))) == 0
     assert (out / f"a_{STYLE}.jpg").read_bytes() == b"precious"
     said = capsys.readouterr().out.splitlines()
@@ -170,12 +171,12 @@ def test_overwrite_replaces_atomically_but_never_an_input(tmp_path: Path, make_p
     same name in the same run still gets a suffix (said so), and a template that names the input itself
     never writes over the photo."""
     make_photo("a.jpg", 64, 48)
-    make_photo("a.png", 64, 48, seed=5)
+    make_photo("a.png", 64, 48, seed=5, folder=tmp_path / "y")  # another folder's: the same output name
     out = tmp_path / "out"
     out.mkdir()
     (out / f"a_{STYLE}.jpg").write_bytes(b"old")
     config = str(write_config(PINNED))
-    assert _stylize(str(tmp_path / "a.jpg"), str(tmp_path / "a.png"), "-o", str(out), "--overwrite", "-q",
+    assert _stylize(str(tmp_path / "a.jpg"), str(tmp_path / "y" / "a.png"), "-o", str(out), "--overwrite", "-q",
                     "--config", config) == 0
     assert sorted(p.name for p in out.iterdir()) == [f"a_{STYLE}-1.jpg", f"a_{STYLE}.jpg"]
     assert (out / f"a_{STYLE}.jpg").read_bytes()[:2] == b"\xff\xd8"
@@ -214,7 +215,7 @@ def test_a_failed_stylize_leaves_no_folder_it_made(tmp_path: Path, write_config:
 
 # -- 4. did you mean ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("raw", "message"), [
-    ({"image": {"qualty": 90}}, "image.qualty: unknown key; did you mean output.quality?"),
+    ({"image": {"qualty": 90}}, "image.qualty: unknown key; did you mean output.quality or http.live.quality?"),
     ({"watchh": {}}, "watchh: unknown key; did you mean watch?"),
     ({"image": {"max_sid": 5}}, "image.max_sid: unknown key; did you mean image.max_side?"),
     ({"watch": {"retry": {"max_attempt": 3}}}, "watch.retry.max_attempt: unknown key; did you mean "

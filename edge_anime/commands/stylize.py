@@ -166,14 +166,15 @@ def without_own_outputs(sources: list[Source], out_dir: Path, config: Config, *,
                                ext_of=functools.partial(naming.output_extension, config),
                                is_input=accept.accepts, named=[source.path for source in sources])
     root = out_dir.resolve()
-    produced: set[Path] = set()
+    produced: dict[Path, Path] = {}  # output path -> the input it is named for
     for source in sources:
         folder = source.path.parent.resolve()
         if (root / source.subdir).resolve() == folder:  # its output lands beside it
-            produced.add(folder / naming.output_name(config.output.name_template, source_name=names(source.path),
-                                                     style=style, ext=naming.output_extension(config, source.path),
-                                                     n=0))
-    kept = [source for source in sources if source.path.resolve() not in produced]
+            name = naming.output_name(config.output.name_template, source_name=names(source.path), style=style,
+                                      ext=naming.output_extension(config, source.path), n=0)
+            produced[folder / name] = source.path.resolve()
+    # a template that names an input as itself ({stem}.{ext}) does not make it its own output: it stays an input
+    kept = [s for s in sources if produced.get(s.path.resolve(), s.path.resolve()) == s.path.resolve()]
     if len(kept) < len(sources):
         print(f"not taken as input: {len(sources) - len(kept)} file(s) in {out_dir} named as the outputs of the "
               "inputs beside them (the output folder, -o, is an input folder)")

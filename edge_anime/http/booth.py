@@ -38,7 +38,7 @@ from .errors import BYTES_PER_MB, HttpError
 
 if TYPE_CHECKING:
     from ..stylizer import Encoded
-    from .app import HttpState
+    from .state import HttpState
 
 ID_BYTES = 12  # 96 random bits, 16 URL-safe characters: short enough to type, far too many to guess
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16}")

@@ -44,7 +44,7 @@ from .front import check_host, check_origin
 if TYPE_CHECKING:
     from ..config import Config
     from ..stylizer import Stylizer
-    from .app import HttpState
+    from .state import HttpState
 
 log = logging.getLogger("edge_anime.http")
 

@@ -42,8 +42,8 @@ from .signals import Flags
 from .status_file import Status, write_status
 
 if TYPE_CHECKING:
-    from ..http.app import HttpState
     from ..http.server import ServerThread
+    from ..http.state import HttpState
     from ..stylizer import Stylizer
     from ..video.job import ClipResult
     from .clips import ClipRunner
