@@ -336,6 +336,7 @@ def test_the_booth_in_chromium_with_a_fake_camera(serve_here: ServeHere, chromiu
 
 
 @pytest.mark.slow
+@pytest.mark.box
 @pytest.mark.parametrize(("flags", "said"), [
     (("--use-fake-ui-for-media-stream",), "No camera found. Plug one in, then touch Retry."),
     (("--use-fake-device-for-media-stream", "--deny-permission-prompts"),

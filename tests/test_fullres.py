@@ -434,6 +434,7 @@ def _has_bf16() -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.box
 @pytest.mark.skipif(not _has_bf16(), reason="the CPU runs no bf16: the plugin would not take the precision")
 def test_tiles_at_a_bf16_box_s_precision_come_out_as_at_f32(write_config: Callable[..., Path]) -> None:
     """Issue 41: where the measured choice runs the style at bf16, pass 2 still runs at f32. With pass 2 at

@@ -25,6 +25,7 @@ def _box_supports_it() -> bool:
     return huge_pages_environment(_clean_env()) is not None
 
 
+@pytest.mark.box
 def test_thp_mode_is_read_from_the_kernel_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mode_file = tmp_path / "enabled"
     monkeypatch.setattr(host, "THP_MODE_FILE", mode_file)
@@ -42,6 +43,7 @@ def test_thp_mode_is_read_from_the_kernel_file(tmp_path: Path, monkeypatch: pyte
     assert huge_pages_environment(_clean_env()) is None  # and here it never will
 
 
+@pytest.mark.box
 @pytest.mark.skipif(not _box_supports_it(), reason="needs kernel THP 'madvise' and glibc >= 2.35")
 def test_the_tunable_is_added_once_and_other_tunables_are_kept() -> None:
     env = huge_pages_environment({**_clean_env(), "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
@@ -50,6 +52,7 @@ def test_the_tunable_is_added_once_and_other_tunables_are_kept() -> None:
     assert huge_pages_environment({**_clean_env(), OPT_OUT_ENV: "0"}) is None
 
 
+@pytest.mark.box
 @pytest.mark.skipif(not _box_supports_it(), reason="needs kernel THP 'madvise' and glibc >= 2.35")
 def test_the_cli_runs_inference_with_huge_pages_unless_opted_out(write_config: Callable[..., Path],
                                                                   make_photo: Callable[..., Path], random_ir: Path,

@@ -218,6 +218,7 @@ def test_stop_removes_the_overflow_hook_from_watchdogs_logger(detector_factory: 
 MAX_QUEUED_EVENTS = Path("/proc/sys/fs/inotify/max_queued_events")
 
 
+@pytest.mark.box
 def test_an_inotify_queue_overflow_is_detected_and_rescanned_at_once(inbox: Path) -> None:
     """A 16-event inotify queue (the sysctl is read once, at inotify_init) overflows under 600 new files;
     every file must still be offered long before the 60 s safety-net rescan."""
