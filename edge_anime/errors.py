@@ -17,6 +17,10 @@ EXIT_CONFIG = 78       # EX_CONFIG from sysexits.h: bad config or model; restart
 EXIT_INTERNAL = 70     # EX_SOFTWARE: a bug
 EXIT_CANTCREAT = 73    # EX_CANTCREAT: the output folder cannot be made or written (read-only, full, a file)
 EXIT_IOERR = 74        # EX_IOERR: writes failed during the run for the box's storage, not for the inputs
+EXIT_TEMPFAIL = 75     # EX_TEMPFAIL: may work later (a port still held by the old instance, a Ray cluster not up)
+
+# One mebibyte, wherever sizes are counted or said (MB in messages and config keys means MiB)
+BYTES_PER_MB = 1 << 20
 
 
 class EdgeAnimeError(Exception):

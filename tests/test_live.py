@@ -185,7 +185,9 @@ def test_a_client_that_drops_mid_frame_leaves_the_service_answering(live: Callab
     server = live()
     with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:
         raw: socket.socket = ws.socket
-        raw.sendall(b"\x82\x7e\x40\x00" + b"\x00" * 100)  # a binary frame's header for 16 KiB, then 100 bytes
+        # a masked binary frame's header announcing 16 KiB (a client's frames are masked: RFC 6455, 5.3), then
+        # 100 bytes of it, then the client is gone
+        raw.sendall(b"\x82\xfe\x40\x00" + b"\x01\x02\x03\x04" + b"\x00" * 100)
         raw.shutdown(socket.SHUT_RDWR)
     deadline = time.monotonic() + DEADLINE_S
     while server.app.state.live.sessions and time.monotonic() < deadline:

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UserError
+from ..errors import EXIT_CONFIG, EXIT_OK, UserError
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     failure = app.state.service.failure
     if failure is not None:
         print(f"edge-anime serve: error: {failure}", file=sys.stderr)
-        return 78
-    return 0 if server.started else 78
+        return EXIT_CONFIG
+    return EXIT_OK if server.started else EXIT_CONFIG
 
 
 def _run_on_ray(config: Config, args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 ID_BYTES = 12  # 96 random bits, 16 URL-safe characters: short enough to type, far too many to guess
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16}")
-MAX_STORE_BYTES = 128 * 1024 * 1024  # a 1024 px picture is ~0.1-0.4 MB: 100 of them fit many times over
+MAX_STORE_BYTES = 128 * BYTES_PER_MB  # a 1024 px picture is ~0.1-0.4 MB: 100 of them fit many times over
 SWEEP_MAX_SECONDS = 30.0  # the periodic sweep's longest pause (a quarter of keep_minutes when that is shorter)
 SWEEP_MIN_SECONDS = 0.05
 KEEP_PLACEHOLDER = "__KEEP_MINUTES__"  # in booth.html, outside its script and style (their CSP digests hold)

@@ -29,6 +29,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..config import HttpSection
+from ..errors import BYTES_PER_MB
 
 
 def raw_json_answer(status: int, reason: str, error: str, detail: str, *,
@@ -43,7 +44,7 @@ def raw_json_answer(status: int, reason: str, error: str, detail: str, *,
 
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers (h11's default, said here); 431 past it
 LINGER_SECONDS = 2.0  # a lingering close waits this long at most for the client to finish sending
-LINGER_MAX_BYTES = 1024 * 1024  # ... and drops at most this much of what it sends meanwhile
+LINGER_MAX_BYTES = BYTES_PER_MB  # ... and drops at most this much of what it sends meanwhile
 
 
 class ConnectionGuard:

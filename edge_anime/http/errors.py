@@ -1,7 +1,8 @@
 """The HTTP service's answers other than 200, shared by the app, the body reader and the connection layer."""
 from __future__ import annotations
 
-BYTES_PER_MB = 1024 * 1024
+from ..errors import BYTES_PER_MB
+
 RETRY_AFTER_SECONDS = 2  # what a 503 asks the client to wait: about one picture's time on a busy box
 
 

@@ -14,10 +14,12 @@ import ctypes
 import ctypes.util
 import logging
 
+from ..errors import BYTES_PER_MB
+
 log = logging.getLogger("edge_anime.http")
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
-MMAP_THRESHOLD_BYTES = 1024 * 1024  # blocks from 1 MiB up get a mapping of their own, unmapped when freed
+MMAP_THRESHOLD_BYTES = BYTES_PER_MB  # blocks from 1 MiB up get a mapping of their own, unmapped when freed
 
 
 def _libc() -> ctypes.CDLL | None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config, is_loopback
-from ..errors import UserError
+from ..errors import EXIT_TEMPFAIL, UserError
 from ..rayaddress import init_kwargs, unreachable
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ REPLICA_HEADER = b"x-edge-anime-replica"
 STYLE_FAILED = "edge-anime style unavailable: "  # marks the reason in Ray's deploy error (a traceback)
 STATUS_POLL_SECONDS = 2.0  # how often the replica count is read for the log and systemd's STATUS
 CONSTRUCTOR_RETRIES = 3  # replica starts that may fail in a row before the deploy is failed
-EXIT_CLUSTER_UNAVAILABLE = 75  # EX_TEMPFAIL: the cluster may be up later; systemd may restart us
+EXIT_CLUSTER_UNAVAILABLE = EXIT_TEMPFAIL  # the cluster may be up later; systemd may restart us
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 
 from ..config import Config, is_loopback
-from ..errors import ConfigError, UserError
+from ..errors import EXIT_TEMPFAIL, ConfigError, UserError
 from . import memory
 from .connections import MAX_HEAD_BYTES, guarded_protocol
 from .errors import BYTES_PER_MB
@@ -34,7 +34,7 @@ KEEP_ALIVE_SECONDS = 5  # an idle connection between requests is closed after th
 BACKLOG = 2048  # connections the kernel queues before they are accepted (uvicorn's default)
 # EX_TEMPFAIL (sysexits.h): a port another process holds may be free later (the old instance still draining),
 # so systemd's Restart=on-failure may try again; 78 (a bad config, no restart) is kept for what cannot change.
-EXIT_PORT_IN_USE = 75
+EXIT_PORT_IN_USE = EXIT_TEMPFAIL
 
 
 class PortInUse(UserError):

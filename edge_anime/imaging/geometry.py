@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..config import ImageSection
+from ..errors import BYTES_PER_MB
 
 MIN_SIDE_PX = 4  # the align_corners=False decoder halves twice: anything smaller has no pixels left
 
@@ -34,7 +35,7 @@ MIN_SIDE_PX = 4  # the align_corners=False decoder halves twice: anything smalle
 # THROUGHPUT setup with N streams needs up to N times this: image.memory_budget_mb is per image.
 ACTIVATION_BYTES_PER_PIXEL = 1100
 ACTIVATION_FIXED_MB = 56
-MIB = 1 << 20
+MIB = BYTES_PER_MB
 
 
 def padded_size(size: tuple[int, int], multiple: int) -> tuple[int, int]:

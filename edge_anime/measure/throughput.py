@@ -26,7 +26,7 @@ import psutil
 from pydantic import BaseModel, ValidationError
 
 from ..config import Config, WatchSection, format_validation_error
-from ..errors import ConfigError, UserError
+from ..errors import BYTES_PER_MB, ConfigError, UserError
 from ..imaging.encoder import image_extension
 from ..inputs import InputFilter
 from ..pipeline import STAGES, Job, JobResult, stage_threads
@@ -36,7 +36,6 @@ from ..stylizer import Stylizer
 log = logging.getLogger(__name__)
 SectionT = TypeVar("SectionT", bound=BaseModel)
 
-BYTES_PER_MB = 1024 * 1024
 
 
 @dataclass(frozen=True)

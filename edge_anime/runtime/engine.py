@@ -23,13 +23,13 @@ import numpy as np
 import openvino as ov
 
 from ..config import DeviceSection
-from ..errors import ConfigError, ModelError
+from ..errors import BYTES_PER_MB, ConfigError, ModelError
 from ..models import ModelInfo
 from . import readback
 from .host import box_key, huge_pages_on
 
 log = logging.getLogger(__name__)
-MIB = 1 << 20
+MIB = BYTES_PER_MB
 
 # What the config spells -> the OpenVINO element type name the plugin reports back.
 # A read-back compile at start-up learns what the plugin chose (streams, threads, requests, precision),
