@@ -166,11 +166,19 @@ def load_state_dict(path: Path) -> dict[str, Any]:
     return obj
 
 
+def width_of(state: dict[str, Any]) -> float:
+    """The Generator width a state dict was saved at, from its first conv's filters (32 at the published
+    width 1.0; a distilled student, training/distill.py, has 16). The keys are the same at every width."""
+    first = state.get("block_a.0.1.weight")
+    return float(first.shape[0]) / 32.0 if first is not None and getattr(first, "ndim", 0) == 4 else 1.0
+
+
 def state_dict_problems(state: dict[str, Any]) -> list[str]:
-    """Missing keys, unexpected keys and wrong shapes against our Generator, each as one readable line."""
+    """Missing keys, unexpected keys and wrong shapes against our Generator (at the state dict's own width),
+    each as one readable line."""
     from .generator import Generator
 
-    expected = {k: tuple(v.shape) for k, v in Generator().state_dict().items()}
+    expected = {k: tuple(v.shape) for k, v in Generator(width=width_of(state)).state_dict().items()}
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
     shapes = [f"{k}: {tuple(state[k].shape)} (expected {expected[k]})"
@@ -192,7 +200,7 @@ def generator_from_state_dict(state: dict[str, Any], *, path: Path, upsample_ali
     problems = state_dict_problems(state)
     if problems:
         raise SourceError(f"{path}: not an AnimeGANv2 generator state dict: " + "; ".join(problems))
-    module = Generator(upsample_align=upsample_align)
+    module = Generator(upsample_align=upsample_align, width=width_of(state))
     module.load_state_dict(state, strict=True)
     return module.eval()
 

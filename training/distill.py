@@ -21,8 +21,8 @@ whole pictures (PSNR, dB), in the log.
     python -m training.distill --teacher training/checkpoints/toon.pt --pool /work/runs/toon2/pool_full.npz \\
         --workdir /work/runs/distill_toon [--budget-min 240] [--threads 1]
 
-The result is ``WORKDIR/student.pt`` (fp16 state dict with its width), converted and shipped as a variant of
-the style next (converters, manifest), where the start-up choice may pick it.
+The result is ``WORKDIR/student.pt``, a plain fp16 state dict: ``edge-anime convert`` takes it as it takes any
+AnimeGANv2 checkpoint (its width read from the shapes).
 """
 from __future__ import annotations
 
@@ -84,9 +84,12 @@ def evaluate(student: Generator, teacher: Generator, pictures: list[torch.Tensor
     return float(np.mean(scores))
 
 
-def load_generator(path: Path, *, width: float = 1.0) -> Generator:
+def load_generator(path: Path) -> Generator:
+    """A checkpoint's generator at the width its shapes say (a teacher, a student, or a ckpt.pt)."""
+    from edge_anime_converters.sources import width_of
+
     state = torch.load(path, weights_only=True)
-    model = Generator(upsample_align=True, width=width)
+    model = Generator(upsample_align=True, width=width_of(state.get("model", state)))
     model.load_state_dict({k: v.float() for k, v in state.get("model", state).items()}, strict=True)
     return model
 
@@ -170,9 +173,9 @@ def distill(*, teacher_path: Path, pool_path: Path, workdir: Path, budget_min: f
 
 
 def _export(model: Generator, path: Path) -> None:
-    """fp16 weights and the width they need (a student is loaded with ``Generator(width=...)``)."""
-    state = {k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}
-    save_atomic({"model": state, "width": torch.tensor(model.width)}, path)
+    """A plain fp16 state dict, as the shipped styles' checkpoints are: ``edge-anime convert`` takes it as it
+    is (the width is read from the shapes: converters.sources.width_of)."""
+    save_atomic({k: v.detach().to(torch.float16) for k, v in model.state_dict().items()}, path)
 
 
 def main(argv: list[str] | None = None) -> int:
