@@ -11,6 +11,7 @@ import socket
 import sys
 from typing import Any
 
+RAY_INSTALL_HINT = "pip install 'edge-anime[ray]'"  # what `batch --ray` and `serve --ray` say without Ray
 DEFAULT_PORT = 6379  # `ray start --head`'s own default
 CONNECT_TIMEOUT_S = 5.0  # the head's port must accept a connection within this
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import UserError
-from ..rayaddress import DEFAULT_PORT, init_kwargs, unreachable
-from ..runtime.host import HUGE_PAGES_TUNABLE
+from ..rayaddress import DEFAULT_PORT, RAY_INSTALL_HINT, init_kwargs, unreachable
+from ..runtime.host import HUGE_PAGES_TUNABLE, usable_cores
 from .plan import Item
 from .work import Outcome, stylize_items
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ..stylizer import Stylizer
 
 log = logging.getLogger(__name__)
-INSTALL_HINT = "pip install 'edge-anime[ray]'"
 CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed across a batch's end
 
 
@@ -57,7 +56,7 @@ def within_reservation(config: Config, cpus: float, host_cpus: int | None = None
     host's cores. Ray's reservation is bookkeeping, OpenVINO sees every core: two actors of one CPU on a 2-core
     node (or two nodes on one box) would each run the plugin's two streams on both cores, four streams fighting
     over two. An actor that holds its whole node (the default) keeps the plugin's own choice."""
-    host = host_cpus if host_cpus is not None else (os.cpu_count() or 1)
+    host = host_cpus if host_cpus is not None else usable_cores()  # the affinity mask, not the machine
     threads = max(1, int(cpus))
     if config.device.inference_num_threads != "auto" or threads >= host:
         return config
@@ -112,7 +111,7 @@ def run_on_ray(address: str, config: Config, items: Sequence[Item], *, style: st
         import ray
         import ray.data
     except ImportError as exc:
-        raise UserError(f"batch --ray needs the ray extra ({exc.name} is missing): {INSTALL_HINT}") from None
+        raise UserError(f"batch --ray needs the ray extra ({exc.name} is missing): {RAY_INSTALL_HINT}") from None
     check_reachable(address)
     if address != "local" and ":" not in address:
         address = f"{address}:{DEFAULT_PORT}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import EXIT_CANTCREAT, EXIT_FAILURES
 from ..inputs import InputFilter, collect_sources
+from . import add_config_option
 
 if TYPE_CHECKING:
     from ..batch.plan import Plan
@@ -40,9 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", metavar="ADDRESS", default=None,
                         help="run as a Ray Data job on the cluster at ADDRESS (host:port of its head), or 'local' "
                              "to start Ray on this box; needs the ray extra. Without it: this process")
-    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
-                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml); "
-                             "every Ray node uses it as read here")
+    add_config_option(parser, more="; every Ray node uses it as read here")
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="descend into sub-folders of folder inputs; their structure is mirrored under DIR")
     parser.add_argument("--style", default=None, metavar="NAME",

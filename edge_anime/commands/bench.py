@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import PRECISION_CHOICES
 from ..errors import EXIT_OK
+from . import add_config_option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="device.inference_precision override")
     parser.add_argument("--max-side", type=int, default=None, metavar="N",
                         help="resize to at most N px on the long side (sets image.resize: max_side)")
-    parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="config file (default: bundled)")
+    add_config_option(parser)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the full report as JSON")
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="timed passes over the files (1)")
     parser.add_argument("--warmup", type=int, default=1, metavar="N",

@@ -6,12 +6,12 @@ folder (systemd's RestartPreventExitStatus, so a broken install is not restarted
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from . import add_config_option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
-                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
+    add_config_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

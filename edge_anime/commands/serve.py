@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import EXIT_CONFIG, EXIT_OK, UserError
+from . import add_config_option
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -32,8 +33,7 @@ INSTALL_HINT = "pip install 'edge-anime[http]'"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
-                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
+    add_config_option(parser)
     parser.add_argument("--host", default=None, help="address to listen on (default: http.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="port (default: http.port, 8080)")
     parser.add_argument("--ray", metavar="ADDRESS", default=None,

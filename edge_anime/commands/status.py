@@ -14,13 +14,13 @@ from typing import Any
 
 from ..config import load_config
 from ..errors import EXIT_OK
+from . import add_config_option
 
 EXIT_NOT_RUNNING = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
-                        help="the service's config file (default: $EDGE_ANIME_CONFIG, else configs/default.yaml)")
+    add_config_option(parser, what="the service's config file")
     parser.add_argument("--json", action="store_true", help="print the status file as JSON")
 
 

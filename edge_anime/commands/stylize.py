@@ -41,6 +41,7 @@ from ..errors import (
     failure_reason,
 )
 from ..inputs import InputFilter, Skip, Source, collect_sources
+from . import add_config_option
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -58,8 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "glob patterns (quote them: '*.jpg'); a clip becomes NAME_STYLE.mp4")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                         help="folder for the stylized files (created if missing)")
-    parser.add_argument("--config", type=Path, metavar="FILE", default=None,
-                        help="config file (default: $EDGE_ANIME_CONFIG, else the bundled configs/default.yaml)")
+    add_config_option(parser)
     parser.add_argument("-r", "--recursive", action="store_true",
                         help="descend into sub-folders of folder inputs (and '**' in globs); the sub-folder "
                              "structure is mirrored under DIR")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..config import QUALITY_FLOOR_DB
 from ..errors import EXIT_OK
+from . import add_config_option
 
 MIN_TIMING_SECONDS = 0.2  # per candidate, however short the budget
 VARIANT_SHARE = 0.02  # of --budget per candidate for the variant table, so a short budget stays short
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most images/s, or the shortest time for one image")
     parser.add_argument("--write", type=Path, required=True, metavar="FILE", help="where the winning YAML goes")
     parser.add_argument("--chart", type=Path, default=None, metavar="PNG", help="bar chart of the sweep")
-    parser.add_argument("--config", type=Path, default=None, metavar="FILE", help="starting config (default: bundled)")
+    add_config_option(parser, what="starting config")
     parser.add_argument("--style", "--model", dest="style", default=None, metavar="NAME|XML",
                         help="the style to measure: a style of model.styles, an installed model's name or an IR "
                              "path (model.path override; --model is the old spelling)")

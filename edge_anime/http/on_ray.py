@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config, is_loopback
 from ..errors import EXIT_TEMPFAIL, UserError
-from ..rayaddress import init_kwargs, unreachable
+from ..rayaddress import RAY_INSTALL_HINT, init_kwargs, unreachable
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -57,7 +57,6 @@ Notify = Callable[..., object]
 
 log = logging.getLogger("edge_anime.http")
 
-RAY_INSTALL_HINT = "pip install 'edge-anime[ray]'"
 APP_NAME = "edge-anime"  # the Serve application: one `serve --ray` per cluster (they would share a route)
 DEPLOYMENT_NAME = "EdgeAnime"
 REPLICA_HEADER = b"x-edge-anime-replica"
