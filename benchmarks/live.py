@@ -7,7 +7,7 @@ the next when an answer arrives, so answer k is frame k's and its latency is exa
 is the booth page's own pace. Reported per run: answered frames/s (all sessions), p50/p95 latency from send to
 answer, the server's peak RSS, and the CPU.
 
-    python benchmarks/live.py [--config FILE] [--seconds 20] [--sessions 1 4] [--side 384] [--faces]
+    python benchmarks/live.py [--config FILE] [--seconds 20] [--sessions 1 4] [--side 384]
 
 The issue's goals: >= 10 frames/s with p95 <= 250 ms at 384 px on a 2-core box (one session); serve's peak RSS
 with 4 sessions <= 700 MB. Loopback only; every loop is bounded by ``--seconds``.
@@ -85,8 +85,8 @@ def session(url: str, frames: list[bytes], seconds: float, in_flight: int, out: 
         out.update(latencies=latencies, errors=errors, seconds=seconds)
 
 
-def run(config: Path, photos: list[Path], *, seconds: float, sessions: int, side: int, in_flight: int,
-        faces: bool) -> dict[str, Any]:
+def run(config: Path, photos: list[Path], *, seconds: float, sessions: int, side: int,
+        in_flight: int) -> dict[str, Any]:
     port = free_port()
     data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
     http = data.setdefault("http", {})
@@ -130,7 +130,7 @@ def run(config: Path, photos: list[Path], *, seconds: float, sessions: int, side
     def pct(q: float) -> float:
         return latencies[min(total - 1, int(q * total))] * 1000 if latencies else float("nan")
 
-    return {"sessions": sessions, "side": side, "faces": faces, "frames": total, "fps": total / seconds,
+    return {"sessions": sessions, "side": side, "frames": total, "fps": total / seconds,
             "p50_ms": pct(0.5), "p95_ms": pct(0.95), "errors": sum(r.get("errors", 0) for r in results),
             "peak_rss_mb": round(peak[0], 1)}
 
@@ -143,14 +143,12 @@ def main() -> int:
     p.add_argument("--sessions", type=int, nargs="+", default=[1, 4])
     p.add_argument("--side", type=int, default=384)
     p.add_argument("--in-flight", type=int, default=2)
-    p.add_argument("--faces", action="store_true", help="unused by /v1/live (its frames run without the faces "
-                   "pass); kept in the results for the record")
     a = p.parse_args()
     photos = sorted(a.photos.glob("*.jpg"))[:6]
     if not photos:
         raise SystemExit(f"no photos in {a.photos}")
-    rows = [run(a.config, photos, seconds=a.seconds, sessions=n, side=a.side, in_flight=a.in_flight,
-                faces=a.faces) for n in a.sessions]
+    rows = [run(a.config, photos, seconds=a.seconds, sessions=n, side=a.side, in_flight=a.in_flight)
+            for n in a.sessions]
     info = machine()
     table = markdown_table(rows, ["sessions", "side", "frames", "fps", "p50_ms", "p95_ms", "errors", "peak_rss_mb"])
     table = f"`python benchmarks/live.py` on {info['cpu_model']} ({info['cores']} cores, load {info['loadavg_1m']})\n\n" \
