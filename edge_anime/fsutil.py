@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 TEMP_PREFIX = ".edge-anime-tmp-"
@@ -77,6 +79,21 @@ def _unlink_quietly(path: Path) -> None:
     """Remove a temp file on the way out of a failure; a second error (EIO, EROFS) must not hide the first."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing, never truncated) for the ``with`` block,
+    waiting while another process holds it. The lock goes with the process: a killed holder frees it.
+
+    The one blocking file lock (the compile lock and the variant choice's lock). The watch folder's worker
+    lock (``watch/claim.py``) is another kind: it never waits (LOCK_NB) and outlives a ``with`` block."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def is_temp_name(name: str) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import logging
@@ -34,7 +33,7 @@ from typing import Any
 import openvino as ov
 
 from ..config import QUALITY_FLOOR_DB, Config, DeviceSection, ImageSection
-from ..fsutil import write_atomic
+from ..fsutil import locked, write_atomic
 from ..imaging.fullres import plan_full
 from ..imaging.geometry import fit_budget, padded_size, policy_size
 from ..imaging.target import target_size
@@ -371,12 +370,8 @@ def open_engine(config: Config, *, core: ov.Core | None = None) -> tuple[ModelIn
 @contextlib.contextmanager
 def _choice_lock(cache_dir: Path) -> Iterator[None]:
     ensure_cache_dir(cache_dir)
-    with open(cache_dir / LOCK_NAME, "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with locked(cache_dir / LOCK_NAME):
+        yield
 
 
 def _digest_of(style: ModelInfo, name: str) -> str:

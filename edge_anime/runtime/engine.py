@@ -10,7 +10,6 @@ different size and the recompiles would dominate. The figures behind this are in
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import threading
@@ -24,6 +23,7 @@ import openvino as ov
 
 from ..config import DeviceSection
 from ..errors import BYTES_PER_MB, ConfigError, ModelError
+from ..fsutil import locked
 from ..models import ModelInfo
 from . import readback
 from .host import box_key, huge_pages_on
@@ -527,12 +527,8 @@ def cache_lock(cache_dir: Path | None) -> Iterator[None]:
         yield
         return
     ensure_cache_dir(Path(cache_dir))
-    with open(Path(cache_dir) / ".edge-anime-compile.lock", "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with locked(Path(cache_dir) / ".edge-anime-compile.lock"):
+        yield
 
 
 def _first_line(exc: BaseException) -> str:
