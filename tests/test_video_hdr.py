@@ -70,7 +70,12 @@ def make_hdr_clip(path: Path, transfer: str, *, bits: int = 10, codec: str = "li
                   container: str = "mov", frames: int = FRAMES, tag: str | None = None) -> Path:
     """A phone-like HDR clip: ``transfer``'s signal (``tag``: the transfer it is tagged with, if another),
     BT.2020, limited range, ``bits`` per sample, a display rotation and an AAC tone as long as the picture."""
-    options = {"preset": "ultrafast", "x265-params": "log-level=error"} if codec == "libx265" else {}
+    # x265 holds back B-frames: it dates a packet's dts by the pts of its third frame (m_bframeDelayTime), a field
+    # it never sets in a clip shorter than that, so a 2-frame clip's dts were whatever the heap held (pts minus a
+    # pointer-sized number on a busy box, where its thread pools' allocations land elsewhere) and the mov muxer
+    # refused them at the trailer ("pts/dts pair unsupported"). A short clip is written without B-frames.
+    params = "log-level=error" + (":bframes=0" if frames < 8 else "")
+    options = {"preset": "ultrafast", "x265-params": params} if codec == "libx265" else {}
     with av.open(str(path), "w", format=container) as out:
         video = out.add_stream(codec, rate=FPS, options=options)
         video.width, video.height = WIDTH, HEIGHT
