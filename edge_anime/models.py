@@ -16,10 +16,12 @@ import contextlib
 import hashlib
 import itertools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from .config import close_matches, did_you_mean
 from .errors import ConfigError, ModelError
@@ -43,8 +45,21 @@ _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
 
-@dataclass(frozen=True)
-class ToneSpec:
+class ManifestSection(BaseModel):
+    """One optional style-wide mapping of the manifest (``KEY:``), its keys, their types, bounds and defaults.
+
+    The schema is written once, as the class's fields: ``section`` reads a manifest's mapping into it (the
+    defaults for what it leaves out) and, on a bad value, says the file, the key and what the field takes;
+    ``to_manifest`` is what the converter writes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    KEY: ClassVar[str]
+
+    def to_manifest(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class ToneSpec(ManifestSection):
     """The style's ``tone:`` mapping: the tone guard after inference (``edge_anime.imaging.tone``).
 
     A manifest without ``tone`` gets these defaults: the guard is for every style, published checkpoints
@@ -53,42 +68,38 @@ class ToneSpec:
     of whites is the point sets ``neutral: false``; one that must come out exactly as the IR gives it sets
     ``enabled: false``."""
 
-    enabled: bool = True   # run the guard at all
-    strength: float = 1.0  # 0..1: how far the range stretch and the pull toward grey go (0: identity)
-    neutral: bool = True   # also pull the output to grey where the photo is neutral
-
-    def to_manifest(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "strength": self.strength, "neutral": self.neutral}
+    KEY: ClassVar[str] = "tone"
+    enabled: bool = True  # run the guard at all
+    strength: Annotated[float, Field(ge=0, le=1)] = 1.0  # how far the range stretch and the pull toward grey go
+    neutral: bool = True  # also pull the output to grey where the photo is neutral
 
 
-@dataclass(frozen=True)
-class PaletteSpec:
+class PaletteSpec(ManifestSection):
     """The style's ``palette:`` mapping: the cel palette after the tone guard (``edge_anime.imaging.palette``).
 
     Off unless the manifest turns it on: unlike the tone guard it is a look, not a repair, and a published
     checkpoint's painterly gradients are its look."""
 
+    KEY: ClassVar[str] = "palette"
     enabled: bool = False
-    colours: int = 256  # at most this many flat colours a picture (32..256)
-    chroma: float = 1.0  # the entries' chroma times this (0.5..2): a style's calibration, free per pixel
-
-    def to_manifest(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "colours": self.colours, "chroma": self.chroma}
+    colours: Annotated[int, Field(ge=MIN_COLOURS, le=MAX_COLOURS)] = 256  # at most this many flat colours a picture
+    chroma: Annotated[float, Field(ge=MIN_CHROMA, le=MAX_CHROMA)] = 1.0  # the entries' chroma times this
 
 
-@dataclass(frozen=True)
-class FaceSpec:
+class FaceSpec(ManifestSection):
     """The style's ``faces:`` mapping: how ``image.faces: auto`` crops a face for this style (``edge_anime.faces``).
 
     ``crop_px`` is the side of the square the face is stylized at: the style's native face scale, 512 for the
     published face styles, which were trained on 512 px aligned face crops. ``scale`` is the crop's side in face
     boxes: at 2.0 the detector's box (brows to chin) fills half of it, as a face fills an aligned training crop."""
 
-    crop_px: int = 512
-    scale: float = 2.0
+    KEY: ClassVar[str] = "faces"
+    crop_px: Annotated[int, Field(ge=64, le=1024, multiple_of=4)] = 512  # an input side the IR takes
+    scale: Annotated[float, Field(ge=1.2, le=4.0)] = 2.0
 
-    def to_manifest(self) -> dict[str, Any]:
-        return {"crop_px": self.crop_px, "scale": self.scale}
+
+# The style-wide mappings after inference, in the order read_manifest checks them.
+SECTIONS: tuple[type[ManifestSection], ...] = (ToneSpec, PaletteSpec, FaceSpec)
 
 
 @dataclass(frozen=True)
@@ -136,17 +147,17 @@ class ModelInfo:
     @property
     def tone(self) -> ToneSpec:
         """The style's tone guard settings (``tone:`` in the manifest, checked when it was read)."""
-        return tone_spec(self.style_manifest or self.manifest)
+        return section(self.style_manifest or self.manifest, ToneSpec, path=self.directory / MANIFEST_NAME)
 
     @property
     def faces(self) -> FaceSpec:
         """How this style stylizes a face on its own (``faces:`` in the manifest, checked when it was read)."""
-        return faces_spec(self.style_manifest or self.manifest)
+        return section(self.style_manifest or self.manifest, FaceSpec, path=self.directory / MANIFEST_NAME)
 
     @property
     def palette(self) -> PaletteSpec:
         """The style's cel palette settings (``palette:`` in the manifest, checked when it was read)."""
-        return palette_spec(self.style_manifest or self.manifest)
+        return section(self.style_manifest or self.manifest, PaletteSpec, path=self.directory / MANIFEST_NAME)
 
     @property
     def bin_sha256(self) -> str:
@@ -268,92 +279,47 @@ def read_manifest(directory: Path) -> dict[str, Any]:
             f"{path}: 'ir' has no xml_sha256 (written before the graph was pinned): {repair_hint(directory)}"
         )
     _check_variants(path, data)
-    for name in MAPPING_RULES:
-        _check_mapping(path, data, name)
+    for spec in SECTIONS:
+        section(data, spec, path=path)
     return data
 
 
-Rule = Callable[[object], str | None]  # why a manifest value is refused, or None when it is fine
+S = TypeVar("S", bound=ManifestSection)
 
 
-def _flag(value: object) -> str | None:
-    return None if isinstance(value, bool) else "expected true or false"
-
-
-def _number(low: float, high: float, *, whole: bool = False) -> Rule:
-    """A number (a whole one with ``whole``) from ``low`` to ``high``; a YAML true/false is not a number."""
-    def rule(value: object) -> str | None:
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int))
-                or not low <= value <= high):
-            return f"expected {'a whole number' if whole else 'a number'} from {low} to {high}"
-        return None
-    return rule
-
-
-def _multiple_of(step: int, low: int, high: int) -> Rule:
-    """A whole number from ``low`` to ``high`` that ``step`` divides (an input side the IR takes)."""
-    whole = _number(low, high, whole=True)
-
-    def rule(value: object) -> str | None:
-        problem = whole(value)
-        if problem is None and isinstance(value, int) and value % step:
-            return f"expected a multiple of {step}"
-        return problem and f"{problem}, a multiple of {step}"
-    return rule
-
-
-# The style-wide mappings after inference, each key with its rule; a bad value names the file and the key.
-MAPPING_RULES: dict[str, tuple[str, dict[str, Rule]]] = {
-    "tone": ("{enabled: true, strength: 1.0, neutral: true}",
-             {"enabled": _flag, "strength": _number(0, 1), "neutral": _flag}),
-    "palette": ("{enabled: true, colours: 256, chroma: 1.0}",
-                {"enabled": _flag, "colours": _number(MIN_COLOURS, MAX_COLOURS, whole=True),
-                 "chroma": _number(MIN_CHROMA, MAX_CHROMA)}),
-    "faces": ("{crop_px: 512, scale: 2.0}",
-              {"crop_px": _multiple_of(4, 64, 1024), "scale": _number(1.2, 4.0)}),
-}
-
-
-def _check_mapping(path: Path, data: dict[str, Any], name: str) -> None:
-    """``name:`` (tone, palette, faces) is optional; when present, a mapping of its keys, each value by its rule."""
-    mapping = data.get(name)
+def section(manifest: dict[str, Any], spec: type[S], *, path: Path) -> S:
+    """The manifest's ``spec.KEY:`` mapping as ``spec`` (its defaults for what the mapping leaves out; all of
+    them when the key is absent). A bad value is a ``ModelError`` naming ``path``, the key and what it takes."""
+    mapping = manifest.get(spec.KEY)
     if mapping is None:
-        return
-    example, rules = MAPPING_RULES[name]
+        return spec()
     if not isinstance(mapping, dict):
-        raise ModelError(f"{path}: {name}: expected a mapping like {example}, got {mapping!r}")
-    for key, value in mapping.items():
-        rule = rules.get(key)
-        if rule is None:
-            raise ModelError(f"{path}: {name}.{key}: unknown key; expected one of: {', '.join(rules)}")
-        problem = rule(value)
-        if problem is not None:
-            raise ModelError(f"{path}: {name}.{key}: {problem}, got {value!r}")
+        example = ", ".join(f"{key}: {_yaml_word(value)}" for key, value in spec().to_manifest().items())
+        raise ModelError(f"{path}: {spec.KEY}: expected a mapping like {{{example}}}, got {mapping!r}")
+    try:
+        return spec.model_validate(mapping)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        where = f"{path}: {spec.KEY}.{key}"
+        if error["type"] == "extra_forbidden":
+            raise ModelError(f"{where}: unknown key; expected one of: {', '.join(spec.model_fields)}") from None
+        raise ModelError(f"{where}: expected {_takes(spec.model_fields[key])}, got {error['input']!r}") from None
 
 
-def palette_spec(manifest: dict[str, Any]) -> PaletteSpec:
-    """The manifest's ``palette:`` as a ``PaletteSpec`` (defaults for what it leaves out)."""
-    palette = manifest.get("palette") or {}
-    default = PaletteSpec()
-    return PaletteSpec(enabled=bool(palette.get("enabled", default.enabled)),
-                       colours=int(palette.get("colours", default.colours)),
-                       chroma=float(palette.get("chroma", default.chroma)))
+def _takes(field: FieldInfo) -> str:
+    """What a section's field takes, in the manifest's words: "true or false", "a number from 0 to 1"..."""
+    if field.annotation is bool:
+        return "true or false"
+    bounds = {type(m).__name__: m for m in field.metadata}
+    low, high = getattr(bounds.get("Ge"), "ge", None), getattr(bounds.get("Le"), "le", None)
+    step = getattr(bounds.get("MultipleOf"), "multiple_of", None)
+    kind = f"a multiple of {step}" if step else "a whole number" if field.annotation is int else "a number"
+    return f"{kind} from {low} to {high}"
 
 
-def faces_spec(manifest: dict[str, Any]) -> FaceSpec:
-    """The manifest's ``faces:`` as a ``FaceSpec`` (defaults for what it leaves out)."""
-    faces = manifest.get("faces") or {}
-    default = FaceSpec()
-    return FaceSpec(crop_px=int(faces.get("crop_px", default.crop_px)), scale=float(faces.get("scale", default.scale)))
-
-
-def tone_spec(manifest: dict[str, Any]) -> ToneSpec:
-    """The manifest's ``tone:`` as a ``ToneSpec`` (defaults for what it leaves out; see ``ToneSpec``)."""
-    tone = manifest.get("tone") or {}
-    default = ToneSpec()
-    return ToneSpec(enabled=bool(tone.get("enabled", default.enabled)),
-                    strength=float(tone.get("strength", default.strength)),
-                    neutral=bool(tone.get("neutral", default.neutral)))
+def _yaml_word(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _check_variants(path: Path, data: dict[str, Any]) -> None:

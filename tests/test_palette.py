@@ -159,7 +159,8 @@ def test_every_photo_of_the_pipeline_gets_the_styles_palette(random_ir: Path, tm
 def test_the_bundled_styles_paint_with_their_palette() -> None:
     """Both bundled styles are cel looks: their manifests turn the palette on."""
     for name, chroma in (("toon", 1.05), ("cel", 1.0)):  # the toon model paints a little paler than its target
-        assert load_model_info(bundled_models_dir() / name).palette == PaletteSpec(True, 256, chroma), name
+        palette = load_model_info(bundled_models_dir() / name).palette
+        assert palette == PaletteSpec(enabled=True, colours=256, chroma=chroma), name
 
 
 def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Path,
