@@ -5,20 +5,26 @@ What ships (the default config, the bundled style) is package data, found with `
 ``edge_anime._bundled.models`` (pyproject's package-dir), so a wheel and an editable checkout find them the
 same way and no path is computed from the source tree.
 
-What the runtime makes (the watch folders, the compiled-model cache, converted styles) goes where the person
-who installed it would look, in this order:
+What the runtime makes (the watch folders, converted styles) goes where the person who installed it would
+look, in this order:
 
-1. **systemd** (``StateDirectory=``, ``CacheDirectory=`` set ``$STATE_DIRECTORY`` / ``$CACHE_DIRECTORY``):
-   ``/var/lib/edge-anime``, ``/var/cache/edge-anime/openvino``. The unit's folders, owned by its user.
-2. **a checkout** (an editable install: the package sits beside ``pyproject.toml``): ``var/``,
-   ``.cache/openvino`` and ``models/`` in the checkout, where a developer looks and ``.gitignore`` expects.
+1. **systemd** (``StateDirectory=`` sets ``$STATE_DIRECTORY``): ``/var/lib/edge-anime``, the unit's folder,
+   owned by its user.
+2. **a checkout** (an editable install: the package sits beside ``pyproject.toml``): ``var/`` and ``models/``
+   in the checkout, where a developer looks and ``.gitignore`` expects.
 3. **a user's install** (a wheel in a venv): the XDG base directories, ``$XDG_STATE_HOME/edge-anime``
-   (``~/.local/state/edge-anime``), ``$XDG_CACHE_HOME/edge-anime/openvino`` and
-   ``$XDG_DATA_HOME/edge-anime/models``. Not the current folder: a service started from a different folder
-   (a login shell, cron, a desktop launcher) would silently watch a different inbox, and `stylize` run in a
-   photo folder would litter it. The watch folders are the queue's state (claims, work/, journal), which is
-   what XDG_STATE_HOME is for and what systemd itself maps ``StateDirectory=`` to for user services.
-   ``edge-anime run`` logs the inbox it watches and ``edge-anime config show`` prints every resolved path.
+   (``~/.local/state/edge-anime``) and ``$XDG_DATA_HOME/edge-anime/models``. Not the current folder: a
+   service started from a different folder (a login shell, cron, a desktop launcher) would silently watch a
+   different inbox, and `stylize` run in a photo folder would litter it. The watch folders are the queue's
+   state (claims, work/, journal), which is what XDG_STATE_HOME is for and what systemd itself maps
+   ``StateDirectory=`` to for user services.
+
+The compiled-model cache (``device.cache_dir``) is a cache, not state: ``openvino/`` under ``$CACHE_DIRECTORY``
+(systemd's ``CacheDirectory=``, ``/var/cache/edge-anime``), else under the unit's ``$STATE_DIRECTORY/cache``,
+else ``$XDG_CACHE_HOME/edge-anime/openvino`` (``~/.cache/edge-anime/openvino``), a checkout included: its
+blobs (one per style, precision and input size: 100 after a day of use) belong to the box, not to the
+source tree, and cleaning the user's cache folder is what frees them.
+``edge-anime run`` logs the inbox it watches and ``edge-anime config show`` prints every resolved path.
 """
 from __future__ import annotations
 
@@ -78,29 +84,39 @@ def _first_dir(value: str) -> Path:
 
 
 def _xdg(env: Mapping[str, str], name: str, fallback: str) -> Path:
-    """``$XDG_*`` if set to an absolute path (the spec says relative values are to be ignored), else ~/."""
+    """``$XDG_*`` if set to an absolute path (the spec says relative values are to be ignored), else
+    ``$HOME/fallback`` (``env``'s HOME when it has an absolute one, else the user's home)."""
     value = env.get(name, "")
     if value and os.path.isabs(value):
         return Path(value)
-    return Path(os.path.expanduser("~")) / fallback
+    home = env.get("HOME", "")
+    return (Path(home) if home and os.path.isabs(home) else Path(os.path.expanduser("~"))) / fallback
+
+
+def _cache(env: Mapping[str, str]) -> Path:
+    """``device.cache_dir``'s default: systemd's CacheDirectory, else its StateDirectory, else the user's cache
+    folder (XDG), for every kind of install: compiled blobs never land in a checkout."""
+    if env.get("CACHE_DIRECTORY"):
+        return _first_dir(env["CACHE_DIRECTORY"]) / "openvino"
+    if env.get("STATE_DIRECTORY"):
+        return _first_dir(env["STATE_DIRECTORY"]) / "cache" / "openvino"
+    return _xdg(env, "XDG_CACHE_HOME", ".cache") / APP_NAME / "openvino"
 
 
 def default_locations(env: Mapping[str, str] | None = None) -> Locations:
     """The default state, cache and model folders for the way this process was installed and started."""
     env = os.environ if env is None else env
+    cache = _cache(env)
     state_dir = env.get("STATE_DIRECTORY")
     if state_dir:
         state = _first_dir(state_dir)
-        cache_dir = env.get("CACHE_DIRECTORY")
-        cache = _first_dir(cache_dir) if cache_dir else state / "cache"
-        return Locations(kind="systemd", state=state, cache=cache / "openvino", models=state / "models")
+        return Locations(kind="systemd", state=state, cache=cache, models=state / "models")
     root = checkout_root()
     if root is not None:
-        return Locations(kind="checkout", state=root / "var", cache=root / ".cache" / "openvino",
-                         models=root / "models")
+        return Locations(kind="checkout", state=root / "var", cache=cache, models=root / "models")
     return Locations(
         kind="user",
         state=_xdg(env, "XDG_STATE_HOME", ".local/state") / APP_NAME,
-        cache=_xdg(env, "XDG_CACHE_HOME", ".cache") / APP_NAME / "openvino",
+        cache=cache,
         models=_xdg(env, "XDG_DATA_HOME", ".local/share") / APP_NAME / "models",
     )

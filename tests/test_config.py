@@ -176,13 +176,38 @@ def test_systemd_directories_win(env: dict[str, str], kind: str, state: str, cac
     assert (found.kind, str(found.state), str(found.cache), str(found.models)) == (kind, state, cache, models)
 
 
-def test_a_checkout_keeps_its_state_beside_it() -> None:
-    """The editable install the tests run from: var/, .cache/ and models/ of the checkout (gitignored)."""
-    found = default_locations({})
+def test_a_checkout_keeps_its_state_beside_it_and_its_compiled_blobs_in_the_users_cache(tmp_path: Path) -> None:
+    """The editable install the tests run from: var/ and models/ of the checkout (gitignored); the compiled
+    blobs are a cache of the box, in the user's cache folder, never in the source tree (issue 44 item 10)."""
+    home = tmp_path / "home"
+    found = default_locations({"HOME": str(home)})
     assert found.kind == "checkout"
-    assert (found.state, found.cache, found.models) == (REPO_ROOT / "var", REPO_ROOT / ".cache" / "openvino",
+    assert (found.state, found.cache, found.models) == (REPO_ROOT / "var", home / ".cache" / "edge-anime" / "openvino",
                                                         REPO_ROOT / "models")
+    assert REPO_ROOT not in found.cache.parents
     assert bundled_models_dir() == REPO_ROOT / "models" and bundled_config_path().parent == REPO_ROOT / "configs"
+
+
+@pytest.mark.parametrize(("env", "cache"), [
+    ({"HOME": "/home/u"}, "/home/u/.cache/edge-anime/openvino"),
+    ({"HOME": "/home/u", "XDG_CACHE_HOME": "/fast/cache"}, "/fast/cache/edge-anime/openvino"),
+    ({"HOME": "/home/u", "XDG_CACHE_HOME": "relative/cache"}, "/home/u/.cache/edge-anime/openvino"),  # XDG: ignored
+    ({"HOME": "/home/u", "CACHE_DIRECTORY": "/var/cache/edge-anime"}, "/var/cache/edge-anime/openvino"),
+    ({"XDG_CACHE_HOME": "/fast/cache", "CACHE_DIRECTORY": "/var/cache/a:/var/cache/b"}, "/var/cache/a/openvino"),
+])
+def test_the_model_cache_is_the_units_or_the_users(env: dict[str, str], cache: str) -> None:
+    """A unit with only ``CacheDirectory=`` (a checkout or a venv run by systemd) caches there too."""
+    assert str(default_locations(env).cache) == cache
+
+
+def test_a_default_config_in_a_checkout_caches_in_xdg_cache_home(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CACHE_DIRECTORY", "STATE_DIRECTORY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert load_config(bundled_config_path()).device.cache_dir == tmp_path / "xdg" / "edge-anime" / "openvino"
+    monkeypatch.setenv("CACHE_DIRECTORY", str(tmp_path / "unit"))
+    assert load_config(bundled_config_path()).device.cache_dir == tmp_path / "unit" / "openvino"
 
 
 def test_auto_means_the_default_and_show_prints_resolved_paths(tmp_path: Path) -> None:
@@ -192,7 +217,7 @@ def test_auto_means_the_default_and_show_prints_resolved_paths(tmp_path: Path) -
                            capture_output=True, text=True, check=True).stdout
     data = yaml.safe_load(shown)
     assert data["watch"]["root"] == str(REPO_ROOT / "var") and data["device"]["cache_dir"] == str(
-        REPO_ROOT / ".cache" / "openvino")
+        default_locations().cache)
     assert "`auto` folders are the folders for a checkout install" in shown
     assert data["model"]["dirs"] == [str(REPO_ROOT / "models")]
 
