@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from deadlines import scaled
 from PIL import Image
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,23 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     if REQUIRE_EXTRAS and report.skipped:
         report.outcome = "failed"
         report.longrepr = REQUIRED_SKIP + _skip_reason(report.longrepr)
+
+
+# pytest-timeout's limit on one test (setup, call and teardown), by tier: a fast test takes seconds on an idle
+# 2-core box, so one past a minute has hung or belongs in the slow tier; a slow one gets ten. Both are scaled to
+# the box as each test starts (tests/deadlines.py), so a loaded box stretches them and a hang still ends. A test
+# that needs another limit says @pytest.mark.timeout(...) itself.
+FAST_TEST_LIMIT_S = 60.0
+SLOW_TEST_LIMIT_S = 600.0
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Give each test its tier's limit, before pytest-timeout's own wrapper reads the ``timeout`` marker."""
+    if item.get_closest_marker("timeout") is None:
+        limit = SLOW_TEST_LIMIT_S if item.get_closest_marker("slow") else FAST_TEST_LIMIT_S
+        item.add_marker(pytest.mark.timeout(round(scaled(limit))))
+    yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
