@@ -39,12 +39,11 @@ class _Hub:
     origin: torch.Tensor | None = None  # [1, 4] with the statistics: where the tile sits (see resample)
     upsamples: int = 0  # decoder upsamplings done in this forward (0: H/4 -> H/2, 1: H/2 -> H)
     collected: list[torch.Tensor] = field(default_factory=list)  # [N, 2] per GroupNorm, pass 1
-    record: bool = False  # with given statistics, still collect each input's own (benchmarks/stats_estimates)
 
 
 class SplitGroupNorm(nn.Module):
     """``GroupNorm(1, C)`` written out: (x - mean) / sqrt(var + eps) * weight + bias, where mean and var are
-    this tensor's own (and recorded) or come from the hub (pass 2). Biased variance, as torch computes it."""
+    this tensor's own (and collected) or come from the hub (pass 2). Biased variance, as torch computes it."""
 
     def __init__(self, norm: nn.GroupNorm, index: int, hub: _Hub) -> None:
         super().__init__()
@@ -61,8 +60,6 @@ class SplitGroupNorm(nn.Module):
         if hub.given is not None:
             mean = hub.given[:, self.index, 0].reshape(-1, 1, 1, 1)
             var = hub.given[:, self.index, 1].reshape(-1, 1, 1, 1)
-            if hub.record:
-                hub.collected.append(_stacked(*own_moments(x)))
         else:
             mean, var = own_moments(x)
             hub.collected.append(_stacked(mean, var))
