@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 SHRINK_FILTER = Image.Resampling.LANCZOS
 ENLARGE_FILTER = Image.Resampling.BICUBIC
-# Measured (`python benchmarks/draft_gap.py --gaps 2 --resize-gaps 3 2 1.5 --model models/toon`, 31 JPEGs of
+# Measured (benchmarks/draft_gap.py, removed in 82b5692; docs/design.md has the command; 31 JPEGs of
 # ../shared/photos, JPEG draft gap 2 as shipped, vs a full decode shrunk by LANCZOS alone): gap 3 -> 2 took
 # decode + plan from 26.2 to 24.6 ms/photo at max_side 512 and 31.0 to 28.1 at a fixed 512x512, with the planned
 # input >= 44.1 dB and the toon output >= 50.1 dB of the reference (1.5: 41.6 / 48.6 dB). At INT8 speed on the

@@ -38,7 +38,7 @@ from .timing import (
 log = logging.getLogger(__name__)
 
 # The screen's picture: 4:3 at 160 px, 1/41 of the default 1024 px shape. At 128x96 and 256x192 the bundled
-# style's 9 candidates ranked as at 1024x768 but for one swap of neighbours (benchmarks/screen_ranking.py).
+# style's 9 candidates ranked as at 1024x768 but for one swap of neighbours (docs/design.md, "screens small").
 SCREEN_PIXELS = 160 * 120
 SCREEN_SECONDS = 0.5  # per candidate at the screen, over its rounds (a round there is 0.03-0.2 s)
 FINAL_SECONDS = 1.0  # per shortlisted candidate at the real shape: one timed round after its warm-up round
