@@ -274,10 +274,11 @@ def style_with(random_ir: Path, folder: Path, key: str, value: object) -> Path:
 def run_pipeline(engine: Any, config: Any, jobs: Iterable[Any], *, deadline_s: float = 180.0) -> list[Any]:
     """Every job through one ``Pipeline`` on ``engine``, results in the order of ``jobs``: the pipeline tests'
     own driver (the runtime's callers all go through a Stylizer). Fails when the pipeline does not drain
-    within ``deadline_s``, a loaded 2-core box's bound, never reached when things work."""
+    within ``deadline_s`` (scaled to the box), a loaded 2-core box's bound, never reached when things work."""
     from edge_anime.pipeline import Pipeline
 
     jobs = list(jobs)
+    deadline_s = scaled(deadline_s)
     results: dict[int, Any] = {}
     lock = threading.Lock()
 

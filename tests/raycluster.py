@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from deadlines import scaled
 
 HOST = "127.0.0.1"
-START_TIMEOUT_S = 120.0
-PROBE_TIMEOUT_S = 30.0  # one driver's look at the cluster: a ray.init that hangs is killed and tried again
+START_TIMEOUT_S = scaled(120.0)
+PROBE_TIMEOUT_S = scaled(30.0)  # one driver's look at the cluster: a ray.init that hangs is killed and tried again
 START_ATTEMPTS = 2  # a cluster that does not come up is stopped and started again once, on new ports
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image
 
 from conftest import REPO_ROOT, synthetic_photo
@@ -246,7 +247,7 @@ def test_a_finished_job_lets_go_of_its_upload_without_the_cyclic_collector(styli
         assert result.ok and result.image is not None
         assert result.job.data is None and result.job.tag is None
         del future, result
-        deadline = time.monotonic() + 10  # the pipeline's threads drop their last references as they finish
+        deadline = time.monotonic() + scaled(10)  # the pipeline's threads drop their last references as they finish
         while sys.getrefcount(data) > baseline and time.monotonic() < deadline:
             time.sleep(0.01)
         assert sys.getrefcount(data) == baseline

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.cli import main
 from edge_anime.errors import EXIT_CONFIG, EXIT_FAILURES, EXIT_OK
@@ -117,7 +118,7 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
     command = [sys.executable, "-m", "edge_anime", "batch", str(inbox), "-o", str(out), "--config", str(cfg), "-q"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while time.monotonic() < deadline and proc.poll() is None:
             if len(_finished(out)) >= 3:
                 break
@@ -131,7 +132,7 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
     finished_before = len(_finished(out))
     assert 3 <= finished_before < count
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=scaled(300), check=False)
     assert again.returncode == EXIT_OK, again.stderr
     assert f"{finished_before} of {count} input(s) already done" in again.stdout
     names = sorted(p.name for p in out.iterdir())

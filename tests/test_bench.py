@@ -10,11 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.measure.throughput import percentile
 from edge_anime.pipeline import STAGES
 
-CLI_TIMEOUT_S = 300  # seconds; a loaded 2-core box, never reached when things work
+CLI_TIMEOUT_S = scaled(300)  # seconds; a loaded 2-core box, never reached when things work
 
 
 @pytest.mark.slow

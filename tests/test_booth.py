@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import scaled
 from PIL import Image
 from test_http import (  # noqa: F401 - the *_fixture are test_http's fixtures, shared here by their names
     Here,
@@ -37,7 +38,7 @@ from starlette.requests import Request
 from edge_anime.http.booth import BoothStore, picture_base
 
 ServeHere = Callable[..., Here]
-DEADLINE_S = 30.0
+DEADLINE_S = scaled(30.0)
 SVG = "{http://www.w3.org/2000/svg}"
 TOKEN = "booth-token-" + "b" * 20
 PHOTOS = REPO_ROOT.parent / "shared" / "photos"

@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from test_service import hidden
 
 av = pytest.importorskip("av", reason="PyAV is the video extra: pip install -e '.[video]'")
 from test_video import FPS, make_clip, read_clip  # noqa: E402  (needs PyAV)
 
-CLI_TIMEOUT_S = 300  # a loaded 2-core box; reached only when something hangs
+CLI_TIMEOUT_S = scaled(300)  # a loaded 2-core box; reached only when something hangs
 
 
 def stylize_cli(config: Path, src: Path, out: Path) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ from concurrent.futures import Future, wait
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 from test_imaging_decode import progressive_jpeg
 
 from conftest import synthetic_photo
@@ -19,7 +20,7 @@ from edge_anime.errors import InputError
 from edge_anime.imaging.decoder import HEAVY_DECODE_MPX, MAX_JPEG_SCANS, decode_cost_mpx
 from edge_anime.pipeline import Job, JobResult
 
-DEADLINE_S = 120.0
+DEADLINE_S = scaled(120.0)
 
 
 @pytest.fixture

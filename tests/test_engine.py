@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from deadlines import scaled
 
 from conftest import REPO_ROOT
 from edge_anime.config import DeviceSection
@@ -230,7 +231,7 @@ def test_cached_size_is_not_held_up_by_another_sizes_compile(model: ModelInfo, o
     with cache_lock(device.cache_dir):
         compiling = threading.Thread(target=lambda: got.update(new=engine.compiled(48, 48)), daemon=True)
         compiling.start()
-        deadline = time.monotonic() + 30.0
+        deadline = time.monotonic() + scaled(30.0)
         while (48, 48) not in engine._compiling and time.monotonic() < deadline:
             time.sleep(0.01)  # a poll with a deadline: the compile thread has no event to expose
         assert (48, 48) in engine._compiling

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image
 
 from conftest import run_pipeline, synthetic_photo
@@ -18,7 +19,7 @@ from edge_anime.models import resolve_model
 from edge_anime.pipeline import Job
 from edge_anime.runtime.engine import Engine
 
-DEADLINE_S = 120.0  # seconds; generous for a loaded 2-core box, never reached when things work
+DEADLINE_S = scaled(120.0)  # seconds; generous for a loaded 2-core box, never reached when things work
 ISSUE_SIZES = [(248, 260), (640, 426), (333, 201)]  # (W, H): the issue's two, and odd on both sides
 
 

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.runtime import host
 from edge_anime.runtime.host import HUGE_PAGES_TUNABLE, OPT_OUT_ENV, huge_pages_environment, transparent_huge_pages
 
-CLI_TIMEOUT_S = 300  # seconds; a loaded 2-core box, never reached when things work
+CLI_TIMEOUT_S = scaled(300)  # seconds; a loaded 2-core box, never reached when things work
 SETTING = f"{HUGE_PAGES_TUNABLE}=1"
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
+from deadlines import scaled
 from PIL import Image, ImageCms, JpegImagePlugin
 
 from conftest import REPO_ROOT, synthetic_photo
@@ -42,8 +43,8 @@ from edge_anime.http.server import ServerThread, make_server  # noqa: E402
 from edge_anime.pipeline import Job  # noqa: E402
 from edge_anime.stylizer import Stylizer  # noqa: E402
 
-READY_DEADLINE_SECONDS = 120.0
-STOP_DEADLINE_SECONDS = 60.0
+READY_DEADLINE_SECONDS = scaled(120.0)
+STOP_DEADLINE_SECONDS = scaled(60.0)
 DOCS = REPO_ROOT / "docs" / "http.md"
 
 
@@ -410,7 +411,7 @@ def test_one_access_log_line_per_request_without_token_query_or_body(
         answers.append((method, path, send()))
         # The line is written as the answer ends: the client may read it first, and the next request's line
         # could then come before this one's (seen under load). Each line is awaited before the next request.
-        end = time.monotonic() + 10
+        end = time.monotonic() + scaled(10)
         while time.monotonic() < end and len(_mine(caplog)) < len(answers):
             time.sleep(0.01)
     # The fixture's own /readyz poll may be logged late too: only this test's requests are counted.
@@ -486,7 +487,7 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(serve: Callable[...
     threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
     for thread in threads:
         thread.start()
-    end = time.monotonic() + 60
+    end = time.monotonic() + scaled(60)
     while time.monotonic() < end:  # all eight admitted to the engine, none answered yet: in flight
         metrics = server.request("/metrics")[2].decode()
         if "edge_anime_http_in_flight 8.0" in metrics:

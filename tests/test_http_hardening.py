@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from deadlines import scaled
 from test_http import (  # noqa: F401 - the *_fixture are test_http's fixtures, shared here by their names
     READY_DEADLINE_SECONDS,
     Client,
@@ -40,8 +41,8 @@ from conftest import file_sha256
 pytest.importorskip("starlette")
 pytestmark = pytest.mark.slow
 
-EXIT_DEADLINE_SECONDS = 60.0
-ANSWER_DEADLINE_SECONDS = 30.0
+EXIT_DEADLINE_SECONDS = scaled(60.0)
+ANSWER_DEADLINE_SECONDS = scaled(30.0)
 Start = Callable[..., Server]
 ServeHere = Callable[..., Here]
 

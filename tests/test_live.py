@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image
 from test_http import (  # noqa: F401 - the *_fixture are test_http's fixtures, shared here by their names
     Here,
@@ -25,7 +26,7 @@ websockets_sync = pytest.importorskip("websockets.sync.client")
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
 ServeHere = Callable[..., Here]
-DEADLINE_S = 30.0
+DEADLINE_S = scaled(30.0)
 
 
 def _frame(width: int = 320, height: int = 240, *, seed: int = 0, noise: float = 0.0) -> bytes:
@@ -229,7 +230,7 @@ def test_a_client_that_never_reads_is_closed_and_frees_its_session(live: Callabl
     with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S, max_size=None) as ws:
         raw: socket.socket = ws.socket
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while server.app.state.live.sessions and time.monotonic() < deadline:
             try:
                 ws.send(noise.getvalue())  # and never recv

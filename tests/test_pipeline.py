@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import scaled
 from PIL import Image
 
 from conftest import run_pipeline
@@ -19,7 +20,7 @@ from edge_anime.models import resolve_model
 from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, stage_threads
 from edge_anime.runtime.engine import Engine
 
-DEADLINE_S = 60.0  # seconds; generous for a loaded 2-core box, never reached when things work
+DEADLINE_S = scaled(60.0)  # seconds; generous for a loaded 2-core box, never reached when things work
 
 
 @pytest.fixture

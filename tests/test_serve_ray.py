@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from deadlines import scaled
 from raycluster import RayCluster, free_port
 
 from conftest import synthetic_photo
@@ -33,9 +34,9 @@ NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None or import
                                reason="needs the ray and http extras: pip install 'edge-anime[ray,http]'")
 FAST_HEALTH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                "RAY_health_check_initial_delay_ms": "1000"}
-READY_DEADLINE_S = 150.0  # the deploy: two replicas each compiling the style, on two shared cores
-ANSWER_DEADLINE_S = 60.0
-STOP_DEADLINE_S = 60.0
+READY_DEADLINE_S = scaled(150.0)  # the deploy: two replicas each compiling the style, on two shared cores
+ANSWER_DEADLINE_S = scaled(60.0)
+STOP_DEADLINE_S = scaled(60.0)
 REPLICA = "x-edge-anime-replica"
 
 
@@ -154,7 +155,7 @@ def test_two_replicas_answer_and_a_killed_one_is_survived(served: RayServe) -> N
         replaced = replica if replica not in seen else ""
     assert replaced, f"no replacement replica answered within {ANSWER_DEADLINE_S} s:\n{served.said()}"
     assert replaced != survivor
-    end = time.monotonic() + 20  # said again once the replacement runs
+    end = time.monotonic() + scaled(20)  # said again once the replacement runs
     while served.said().count("2 of 2 replicas running") <= log_before.count("2 of 2 replicas running"):
         assert time.monotonic() < end, served.said()
         time.sleep(0.2)
@@ -188,7 +189,7 @@ def test_sigterm_deletes_the_app_exits_0_and_the_port_closes(served: RayServe) -
     served.proc.send_signal(signal.SIGTERM)
     assert served.proc.wait(timeout=STOP_DEADLINE_S) == 0, served.said()
     host, port = served.url.removeprefix("http://").rsplit(":", 1)
-    end = time.monotonic() + 10
+    end = time.monotonic() + scaled(10)
     while time.monotonic() < end:  # Serve was shut down with the app: its proxy lets go of the port
         try:
             socket.create_connection((host, int(port)), timeout=1).close()

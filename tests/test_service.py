@@ -23,14 +23,15 @@ from typing import Any
 
 import pytest
 import yaml
+from deadlines import scaled
 from PIL import Image
 
 from conftest import png_chunk
 from edge_anime.errors import EXIT_CONFIG
 
-START_DEADLINE_S = 90.0   # first start compiles the model (cold cache) on two busy cores
-WORK_DEADLINE_S = 120.0
-STOP_DEADLINE_S = 30.0
+START_DEADLINE_S = scaled(90.0)   # first start compiles the model (cold cache) on two busy cores
+WORK_DEADLINE_S = scaled(120.0)
+STOP_DEADLINE_S = scaled(30.0)
 POLL_S = 0.05
 
 

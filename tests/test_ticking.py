@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.ticking import ticking
 
-DEADLINE_S = 10.0
+DEADLINE_S = scaled(10.0)
 
 
 def test_ticks_while_the_block_runs_and_stops_with_it() -> None:

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEADLINE_S = 240.0
+DEADLINE_S = scaled(240.0)
 
 
 def _wait_for(predicate: object, what: str, deadline_s: float = DEADLINE_S) -> None:

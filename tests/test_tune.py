@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from deadlines import scaled
 
 from edge_anime.config import load_config
 from edge_anime.models import load_model_info
 
-CLI_TIMEOUT_S = 300  # seconds
+CLI_TIMEOUT_S = scaled(300)  # seconds
 
 
 @pytest.mark.slow

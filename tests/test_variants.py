@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from deadlines import scaled
 
 from edge_anime.config import load_config
 from edge_anime.errors import EXIT_CONFIG, ConfigError
@@ -25,7 +26,7 @@ from edge_anime.models import load_model_info, resolve_model
 from edge_anime.runtime.choice import DECISION_PREFIX, choose, open_engine
 
 PROBE_S = 0.2  # seconds per candidate: enough to rank nothing, enough to exercise every step
-CLI_TIMEOUT_S = 300
+CLI_TIMEOUT_S = scaled(300)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 from test_service import WORK_DEADLINE_S, Service, _free_port, claims_left, hidden, start, visible, wait_until
 from test_service_faults import metric
 
@@ -22,7 +23,7 @@ from test_video import FPS, make_clip, read_clip  # noqa: E402  (needs PyAV)
 
 CLIP_SECONDS = 8.0          # 192 frames; at crf 0 and 128 px the output is ~2 MB, the input ~0.8 MB
 ROOM_LEFT_BYTES = 600_000   # free beside the input when the clip starts: about a quarter of its output
-QUIET_WINDOW_S = 4.0        # longer than a restart of the clip would take to fill the disk again
+QUIET_WINDOW_S = scaled(4.0)  # longer than a restart of the clip would take to fill the disk again
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.config import WatchSection
 from edge_anime.inputs import InputFilter
@@ -23,7 +24,7 @@ from edge_anime.watch.detect import (
     scan,
 )
 
-DEADLINE_SECONDS = 10.0
+DEADLINE_SECONDS = scaled(10.0)
 
 
 def _watch(**over: object) -> WatchSection:
@@ -87,7 +88,8 @@ def test_scan_skips_folders_and_enters_them_only_when_recursive(inbox: Path) -> 
 
 @pytest.mark.parametrize("mode", ["polling", "auto"])
 def test_slow_writer_is_offered_only_when_complete(inbox: Path, detector_factory: object, mode: str) -> None:
-    det = detector_factory(detector=mode, settle_seconds=0.5)  # type: ignore[operator]
+    # settle scaled to the box: a pause of the writer stretched by a loaded box must stay shorter than it
+    det = detector_factory(detector=mode, settle_seconds=scaled(0.5))  # type: ignore[operator]
     path = inbox / "slow.jpg"
     with _offers(det, path) as offered:
         with open(path, "wb") as fh:  # one open file, written in chunks over ~1.5 s (pauses shorter than settle)
@@ -128,7 +130,8 @@ def _until_offered(offered: list[tuple[str, int]]) -> None:
 
 def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_path: Path,
                                                               detector_factory: object) -> None:
-    det = detector_factory(detector="inotify", settle_seconds=2.0)  # type: ignore[operator]
+    settle = scaled(2.0)  # a loaded box's moved-to offers take longer too: the gap to settle keeps its proportion
+    det = detector_factory(detector="inotify", settle_seconds=settle)  # type: ignore[operator]
     assert det.mode == "inotify"
     (inbox / "cp.jpg").write_bytes(b"cp")                      # close-write: settles from the close
     tmp = inbox / ".rs.jpg.AbC123"                             # rsync: temp dotfile, then rename
@@ -137,17 +140,17 @@ def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_pa
     outside = tmp_path / "mv.jpg"
     outside.write_bytes(b"mv")
     shutil.move(str(outside), inbox / "mv.jpg")               # moved in from elsewhere
-    fast = _collect(det, 2, deadline_s=1.5)  # settle is 2 s: only moved-to events can offer them this fast
+    fast = _collect(det, 2, deadline_s=0.75 * settle)  # only moved-to events can offer them before settle
     assert sorted(fast) == ["mv.jpg", "rs.jpg"]
     for rel in fast:  # taken, as the service's claim would (else the start's rescan may offer one again)
         (inbox / rel).unlink()
-    assert _collect(det, 1, deadline_s=5) == ["cp.jpg"]
+    assert _collect(det, 1, deadline_s=settle + DEADLINE_SECONDS) == ["cp.jpg"]
 
 
 def test_a_writer_that_closes_and_reopens_to_append_arrives_as_one_file(inbox: Path,
                                                                         detector_factory: object) -> None:
     """Issue 13 item 4: ten opens for append used to be ten fragments (g.jpg, g-1.jpg...) in failed/."""
-    det = detector_factory(detector="inotify", settle_seconds=1.0)  # type: ignore[operator]
+    det = detector_factory(detector="inotify", settle_seconds=scaled(1.0))  # type: ignore[operator]
     path = inbox / "g.jpg"
     with _offers(det, path) as offered:
         for _ in range(6):  # close and reopen every 0.4 s: each close is a close-write event
@@ -167,7 +170,7 @@ def test_ten_thousand_waiting_files_keep_the_detector_bounded(inbox: Path, detec
     det = detector_factory(detector="polling", settle_seconds=0.05, poll_interval_seconds=0.01)  # type: ignore[operator]
     peak = 0
     seen: set[str] = set()
-    end = time.monotonic() + 60
+    end = time.monotonic() + scaled(60)
     while len(seen) < count and time.monotonic() < end:
         peak = max(peak, det.pending())
         rel = det.get(timeout=0.05)
@@ -185,7 +188,7 @@ def test_inotify_takes_links_that_never_get_a_close_write(inbox: Path, tmp_path:
     original.write_bytes(b"x")
     os.link(original, inbox / "hard.jpg")
     os.symlink("/etc/passwd", inbox / "soft.jpg")
-    assert sorted(_collect(det, 2, deadline_s=10)) == ["hard.jpg", "soft.jpg"]
+    assert sorted(_collect(det, 2, deadline_s=DEADLINE_SECONDS)) == ["hard.jpg", "soft.jpg"]
 
 
 def test_rescan_before_the_create_event_still_waits_for_close_write(inbox: Path) -> None:
@@ -236,7 +239,7 @@ def test_an_inotify_queue_overflow_is_detected_and_rescanned_at_once(inbox: Path
         names = [f"f{i:04d}.jpg" for i in range(600)]
         subprocess.run(["touch", *names], cwd=inbox, check=True)  # one burst, at C speed: ~1,800 events
         got: set[str] = set()
-        end = time.monotonic() + 20.0
+        end = time.monotonic() + scaled(20.0)
         while len(got) < len(names) and time.monotonic() < end:
             rel = det.get(timeout=0.05)
             if rel is not None:
@@ -285,10 +288,10 @@ def test_a_file_that_will_never_be_taken_is_said_when_it_lands(inbox: Path, tmp_
     (inbox / "ready.jpg").write_bytes(b"x")
     assert _collect(det, 1) == ["ready.jpg"]  # watching: the first scan is behind us
     (inbox / "copied.gif").write_bytes(b"x")
-    _wait_for_log(caplog, "skipped copied.gif: its extension is not in watch.extensions", deadline_s=5.0)
+    _wait_for_log(caplog, "skipped copied.gif: its extension is not in watch.extensions", deadline_s=scaled(5.0))
     (tmp_path / "moved.heix").write_bytes(b"x")
     os.replace(tmp_path / "moved.heix", inbox / "moved.heix")
-    _wait_for_log(caplog, "skipped moved.heix: its extension is not in watch.extensions", deadline_s=5.0)
+    _wait_for_log(caplog, "skipped moved.heix: its extension is not in watch.extensions", deadline_s=scaled(5.0))
     (inbox / "upload.gif.part").write_bytes(b"x")  # an upload in progress stays quiet
     (inbox / "after.jpg").write_bytes(b"y")
     assert _collect(det, 1) == ["after.jpg"]
