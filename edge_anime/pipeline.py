@@ -104,6 +104,10 @@ class Job:
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
     on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
     encode_as: str | None = None  # with dst None: encode to this extension, into JobResult.data
+    # The header of ``data`` as the caller read it (``imaging.decoder.decode_header``: the HTTP service refuses
+    # a picture by it before a queue slot): the decode lane is chosen by its ``cost_mpx`` instead of a second
+    # read. None: the pipeline reads it itself (``decode_cost_mpx``).
+    header: Decoded | None = field(default=None, repr=False, compare=False)
     # image.faces: auto: the faces of a clip's frame, found and smoothed over frames by the clip's reader (in the
     # planned picture's pixels); None: the pipeline finds them itself.
     faces: tuple[Face, ...] | None = field(default=None, repr=False, compare=False)
@@ -341,7 +345,9 @@ class Pipeline:
         self._read(work)
         assert work.data is not None
         start = time.perf_counter()
-        cost = decode_cost_mpx(work.job.src, self.config.image, data=work.data)
+        header = work.job.header
+        cost = header.cost_mpx if header is not None else decode_cost_mpx(work.job.src, self.config.image,
+                                                                          data=work.data)
         work.timings["decode"] = time.perf_counter() - start
         if cost <= HEAVY_DECODE_MPX:
             return False

@@ -1,6 +1,10 @@
-"""``Stylizer``: the one door. Every entry point holds one: the watch folder (``submit``, a future per claim),
-``stylize`` (``run_jobs``; ``run_clip`` for clips, here and in the watch folder), HTTP and the Python API
-(``run``, ``run_encoded``), and ``bench`` and ``tune``, which measure it.
+"""``Stylizer``: the one door. Every entry point holds one: the watch folder and ``batch`` (``submit_file``, a
+future per input file, photo or clip), ``stylize`` (``run_jobs``, which submits each file the same way), HTTP
+and the Python API (``run``, ``run_encoded``), and ``bench`` and ``tune``, which measure it.
+
+Whether a file is a photo or a clip is decided in one place, ``submit_file``: a photo is one pipeline job, a
+clip goes to the Stylizer's clip lane (``_ClipLane``), one clip at a time on a thread of its own, its frames in
+the same pipeline as the photos. Before, each entry point made that choice itself, three times over.
 
 It owns what a caller should not have to assemble: the config (bundled default, a file, or a ``Config``),
 the styles and the variant chosen for this box (``runtime.choice.open_engine``), and per style one
@@ -27,6 +31,7 @@ import dataclasses
 import functools
 import io
 import logging
+import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,7 +39,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Union
 
 from PIL import Image
 
@@ -45,12 +50,15 @@ from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, image_extensio
 from .inputs import read_regular
 from .models import ModelInfo, resolve_model
 from .naming import check_style
-from .pipeline import Job, JobResult, Pipeline, in_flight_slots
+from .pipeline import Job, JobResult, Pipeline, TileCallback, in_flight_slots
 from .runtime.engine import Engine
 
 if TYPE_CHECKING:
     from .config import VideoSection
+    from .imaging.decoded import Decoded
     from .video.job import ClipResult, Progress
+
+FileResult = Union[JobResult, "ClipResult"]  # what ``submit_file``'s future holds: a photo's or a clip's result
 
 log = logging.getLogger("edge_anime.stylizer")
 
@@ -117,6 +125,7 @@ class Stylizer:
         self._pending: dict[str, threading.Lock] = {}  # one compile per style at a time
         self._closed = threading.Event()
         self._closers: list[threading.Thread] = []  # retired styles closing: close() joins them
+        self._lane = _ClipLane()
         default = next(iter(self._specs))
         first = self._open(default, engine)
         self._compiled[default] = first
@@ -160,7 +169,8 @@ class Stylizer:
         return result
 
     def run_encoded(self, image: ImageSource, *, fmt: str | None = None, name: str | None = None,
-                    style: str | None = None, timeout: float | None = None) -> Encoded:
+                    style: str | None = None, timeout: float | None = None,
+                    header: Decoded | None = None) -> Encoded:
         """``run`` to the bytes of a file, by the encoder and the ``output`` settings the file path writes with
         (format, quality and chroma, EXIF and ICC kept or not, transparency flattened on white for JPEG), for a
         destination in memory: the HTTP service answers with these bytes, so a picture answered and the same
@@ -169,8 +179,11 @@ class Stylizer:
         ``name``: how encoded bytes are named in errors (an upload's file name), instead of ``<image>``.
 
         The header is read first (``imaging.decoder.decode_header``): a picture the decoder refuses is refused
-        before it takes a pipeline slot, with the decoder's message. The pipeline's encode stage encodes it
-        (``Job.encode_as``), from the fully decoded source as for a file. Raises as ``run`` does."""
+        before it takes a pipeline slot, with the decoder's message. ``header``: that read already done by a
+        caller that had to refuse the picture before taking work on for it (the HTTP service, before its queue
+        slot), so it is not done again; the job carries it, and the pipeline chooses the decode lane by it
+        (``Job.header``). The pipeline's encode stage encodes it (``Job.encode_as``), from the fully decoded
+        source as for a file. Raises as ``run`` does."""
         wanted = fmt or self.config.output.format
         if wanted != "same" and wanted not in EXT_BY_CONFIG_FORMAT:
             raise ValueError(f"fmt={wanted!r}: expected one of {', '.join(EXT_BY_CONFIG_FORMAT)} or same")
@@ -180,14 +193,15 @@ class Stylizer:
         elif name is not None:
             job = dataclasses.replace(job, src=Path(name))
         assert job.data is not None
-        source = decode_header(job.src, self.config.image, data=job.data)
+        source = header if header is not None else decode_header(job.src, self.config.image, data=job.data)
         if wanted != "same":
             ext = EXT_BY_CONFIG_FORMAT[wanted]
         elif isinstance(image, (str, Path)):
             ext = image_extension(self.config.output, job.src)
         else:
             ext = same_format_extension(image.format if isinstance(image, Image.Image) else source.source_format)
-        result = self.submit(dataclasses.replace(job, encode_as=ext), style=style).result(timeout=timeout)
+        job = dataclasses.replace(job, encode_as=ext, header=source)
+        result = self.submit(job, style=style).result(timeout=timeout)
         del job  # the input's bytes go once the pipeline is done with them
         if result.error is not None:
             raise result.error
@@ -197,49 +211,100 @@ class Stylizer:
 
     def submit(self, job: Job, *, style: str | None = None) -> Future[JobResult]:
         """Start one job on ``style``'s pipeline and return at once (blocking only while the pipeline's
-        in-flight slots are all taken): the watch folder's way in. The future's result never raises; a
-        failed job has ``error`` set. The result's ``job`` is the job without its ``tag`` and ``data``
-        (``_settle`` says why).
+        in-flight slots are all taken). The future's result never raises; a failed job has ``error`` set. The
+        result's ``job`` is the job without its ``tag`` and ``data`` (``_settle`` says why).
         The style counts as in use until the job ends, so the LRU never closes it under a running job."""
         future: Future[JobResult] = Future()
-        with self._using(style) as compiled:
-            with self._lock:
-                compiled.users += 1  # held past the with: released when the job ends
-
-            def release(_done: Future[JobResult]) -> None:
-                with self._lock:
-                    compiled.users -= 1
-                    last = compiled.retired and compiled.users == 0
-                    self._fit_styles(compiled)
-                if last:  # not on this thread: it is one of the pipeline's own, which that close would join
-                    closer = threading.Thread(target=compiled.close, name="edge-anime-retire", daemon=True)
-                    with self._lock:
-                        self._closers.append(closer)
-                    closer.start()
-
-            future.add_done_callback(release)
-            try:
-                compiled.pipeline.submit(dataclasses.replace(job, tag=future))
-            except BaseException:
-                release(future)
-                raise
+        compiled, release = self._hold(style)
+        future.add_done_callback(lambda _done: release())
+        try:
+            compiled.pipeline.submit(dataclasses.replace(job, tag=future))
+        except BaseException:
+            release()
+            raise
         return future
 
-    def run_jobs(self, jobs: Iterable[Job], *, style: str | None = None, progress: bool = False) -> list[JobResult]:
-        """File jobs (``stylize``'s batch): every job's result, in order, failures included, never raised.
+    def submit_file(self, src: str | Path, dst: str | Path, *, style: str | None = None,
+                    name: str | None = None, cancel: threading.Event | None = None,
+                    on_frame: Callable[[Progress], None] | None = None, on_tile: TileCallback | None = None,
+                    video: VideoSection | None = None, clip: bool | None = None) -> Future[FileResult]:
+        """One input file into ``dst``, a photo or a clip: the one place that tells them apart
+        (``video.is_clip`` by ``video.extensions``), for the watch folder, ``stylize`` and ``batch``.
 
-        The jobs share the style's pipeline with concurrent ``stylize`` calls; each is submitted with a future
-        of its own (the job's ``tag`` stays the caller's, on the result's ``job``). With ``progress`` the bar
-        counts pictures, and moves inside a picture that runs in tiles (``image.resize: full``), a tile at a
-        time, so a 2-minute picture never sits still at 1/4."""
+        A photo is one pipeline job (``submit``; ``on_tile`` as ``Job.on_tile``). A clip (``dst`` an .mp4)
+        waits on the clip lane, one clip at a time on a thread of its own, its frames beside the photos in
+        flight: a clip already keeps every inference request busy, and each one in work holds a reader, a
+        writer and a window of frames. ``name`` names the clip in its progress (``clip_progress``; default
+        the file's name), ``on_frame`` is called after each of its frames, and a set ``cancel`` stops it
+        (``ClipStopped``: its temp file removed, the input untouched; a clip still waiting is not started).
+        ``video``: the clip settings when the caller's config moved on since this Stylizer was built (a
+        reload that changed only ``video.*`` needs no recompile); it decides what is a clip too. ``clip``:
+        True or False to say it instead of the name (``run_clip`` takes any file as a clip).
+
+        Returns at once (a photo blocks while the in-flight slots are taken). The style is compiled before
+        anything is queued, so a style that cannot be served raises here, as ``submit`` does (UserError,
+        StylizerClosed); the future's result never raises: the file's own failure is its ``error``."""
+        from .video import is_clip
+
+        src, dst = Path(src), Path(dst)
+        settings = self.config.video if video is None else video
+        if not (is_clip(src.name, settings) if clip is None else clip):
+            photo: Future[Any] = self.submit(Job(src=src, dst=dst, on_tile=on_tile), style=style)
+            return photo
+        config = self.config if video is None else self.config.model_copy(update={"video": video})
+        future: Future[FileResult] = Future()
+        compiled, release = self._hold(style)  # held from the queue to the clip's end: never closed under it
+
+        def work() -> None:
+            try:
+                result = self._lane.run(compiled.pipeline, config, src, dst, name=name or src.name, cancel=cancel,
+                                        on_frame=on_frame)
+            finally:
+                release()
+            future.set_result(result)
+
+        try:
+            self._lane.put(work)
+        except BaseException:
+            release()
+            raise
+        return future
+
+    def wait_clips(self, timeout_s: float | None = None) -> bool:
+        """Wait until the clip lane is idle (every clip submitted has ended and its future is settled); False
+        when ``timeout_s`` passed first. A stop cancels its clips, then waits here for them to let go."""
+        return self._lane.wait(timeout_s)
+
+    def clip_progress(self) -> Progress | None:
+        """The clip in work on the clip lane (frames done and total, frames/s), None when none is: what the
+        watch folder's status file and metrics show."""
+        return self._lane.current
+
+    def run_jobs(self, jobs: Iterable[Job], *, style: str | None = None,
+                 progress: bool = False) -> list[FileResult]:
+        """File jobs (``stylize``'s batch), photos and clips alike (``submit_file``): every job's result, in
+        order, failures included, never raised.
+
+        The photos share the style's pipeline with concurrent ``stylize`` calls and the clips go to the clip
+        lane, their frames among the photos; the job's ``tag`` stays the caller's, on the result's ``job``.
+        With ``progress`` one bar counts the files, and moves inside a file that takes long: a tile at a time
+        for a picture that runs in tiles (``image.resize: full``), a frame at a time for a clip, so a
+        2-minute picture or clip never sits still at 1/4."""
         originals = list(jobs)
         bar = _Bar(len(originals)) if progress else None
-        futures: list[Future[JobResult]] = []
+        futures: list[Future[Any]] = []
         try:
             for index, job in enumerate(originals):
-                if bar is not None and job.on_tile is None:
-                    job = dataclasses.replace(job, on_tile=functools.partial(bar.tile, index))
-                future = self.submit(job, style=style)
+                on_tile: TileCallback | None = job.on_tile
+                on_frame: Callable[[Progress], None] | None = None
+                if bar is not None:
+                    on_tile = on_tile or functools.partial(bar.tile, index)
+                    on_frame = functools.partial(bar.frame, index)
+                future: Future[Any]
+                if job.dst is None or job.data is not None:  # a picture back to the caller, not a file
+                    future = self.submit(dataclasses.replace(job, on_tile=on_tile), style=style)
+                else:
+                    future = self.submit_file(job.src, job.dst, style=style, on_tile=on_tile, on_frame=on_frame)
                 if bar is not None:
                     future.add_done_callback(functools.partial(bar.done, index))
                 futures.append(future)
@@ -286,21 +351,17 @@ class Stylizer:
         return successor
 
     def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None, progress: bool = False,
-                 state: Progress | None = None, cancel: threading.Event | None = None,
-                 on_frame: Callable[[Progress], None] | None = None,
+                 cancel: threading.Event | None = None, on_frame: Callable[[Progress], None] | None = None,
                  video: VideoSection | None = None) -> ClipResult:
-        """A video clip (``video.extensions``) into ``dst`` (an .mp4, renamed into place when complete): every
-        frame through this style's pipeline, beside any photos in flight (edge_anime/video). The one clip path:
-        ``stylize`` and the watch folder (``service.clips``) both come here.
+        """A video clip (``video.extensions``) into ``dst`` (an .mp4, renamed into place when complete), and
+        wait for it: ``submit_file``'s clip lane (edge_anime/video), with a bar of its frames when
+        ``progress``.
 
         The clip's own failures are in the result's ``error``, never raised, as in ``run_jobs``; a style that
-        cannot be served raises as ``stylize`` does (UserError, StylizerClosed), before any frame. ``progress``
-        draws a bar; ``state``, ``cancel`` and ``on_frame`` are the watch folder's: its status file reads
-        ``state``, a stop sets ``cancel``. ``video``: the clip settings when the caller's config moved on since
-        this Stylizer was built (a reload that changed only ``video.*`` needs no recompile). Needs the
-        ``video`` extra."""
+        cannot be served raises as ``stylize`` does (UserError, StylizerClosed), before any frame. ``cancel``,
+        ``on_frame`` and ``video`` as in ``submit_file``. Needs the ``video`` extra."""
         from .progressbar import TerminalBar
-        from .video.job import stylize_clip
+        from .video.job import ClipResult
 
         shown = TerminalBar(unit="frame", desc=Path(src).name) if progress else None
         bar = shown.bar if shown is not None else None
@@ -312,14 +373,14 @@ class Stylizer:
             if on_frame is not None:
                 on_frame(now)
 
-        config = self.config if video is None else self.config.model_copy(update={"video": video})
         try:
-            with self.pipeline_for(style) as pipeline:
-                return stylize_clip(pipeline, config, Path(src), Path(dst), progress=state, cancel=cancel,
-                                    on_frame=tick)
+            result = self.submit_file(src, dst, style=style, cancel=cancel, on_frame=tick, video=video,
+                                      clip=True).result()
         finally:
             if shown is not None:
                 shown.close()
+        assert isinstance(result, ClipResult)
+        return result
 
     @contextlib.contextmanager
     def pipeline_for(self, style: str | None = None) -> Iterator[Pipeline]:
@@ -333,6 +394,7 @@ class Stylizer:
         if self._closed.is_set():
             return
         self._closed.set()
+        self._lane.close()  # the clips queued finish first: each holds its style's pipeline until it ends
         with self._lock:
             compiled, self._compiled = list(self._compiled.values()), OrderedDict()
         for entry in compiled:
@@ -351,6 +413,27 @@ class Stylizer:
         self.close()
 
     # -- inside ----------------------------------------------------------------------------------------
+    def _hold(self, style: str | None) -> tuple[_Compiled, Callable[[], None]]:
+        """``style`` compiled (now, if it was not) and counted in use until the returned ``release`` is called,
+        once, when the job that holds it ends: the LRU and a reload that drops the style never close it under
+        a job, and a dropped style closes when its last job releases it (on a thread of its own: the release
+        runs on one of the pipeline's threads, which that close would join)."""
+        with self._using(style) as compiled, self._lock:
+            compiled.users += 1  # held past the with
+
+        def release() -> None:
+            with self._lock:
+                compiled.users -= 1
+                last = compiled.retired and compiled.users == 0
+                self._fit_styles(compiled)
+            if last:
+                closer = threading.Thread(target=compiled.close, name="edge-anime-retire", daemon=True)
+                with self._lock:
+                    self._closers.append(closer)
+                closer.start()
+
+        return compiled, release
+
     @contextlib.contextmanager
     def _using(self, style: str | None) -> Iterator[_Compiled]:
         """The style compiled (now, if it was not), counted as in use so the LRU never closes it meanwhile."""
@@ -459,8 +542,8 @@ class Stylizer:
 
 
 class _Bar:
-    """``run_jobs``'s progress bar: whole pictures plus the finished share of the pictures running in tiles
-    (tqdm takes a fractional count). Ticked from pipeline threads, so under a lock."""
+    """``run_jobs``'s progress bar: whole files plus the finished share of the pictures running in tiles and
+    of the clip in work (tqdm takes a fractional count). Ticked from pipeline threads, so under a lock."""
 
     def __init__(self, total: int) -> None:
         from .progressbar import TerminalBar
@@ -477,7 +560,11 @@ class _Bar:
             self._bar.set_postfix_str(f"tiles {done}/{total}", refresh=False)
             self._show()
 
-    def done(self, index: int, _future: Future[JobResult]) -> None:
+    def frame(self, index: int, progress: Progress) -> None:
+        if progress.total:
+            self.tile(index, min(progress.done, progress.total), progress.total)
+
+    def done(self, index: int, _future: Future[FileResult]) -> None:
         with self._lock:
             self._partial.pop(index, None)
             self._finished += 1
@@ -491,6 +578,75 @@ class _Bar:
     def _show(self) -> None:
         self._bar.n = round(self._finished + sum(self._partial.values()), 3)
         self._bar.refresh()
+
+
+class _ClipLane:
+    """The Stylizer's clips, one at a time on a thread of their own (started with the first clip), in the
+    order submitted; ``current`` is the one in work. Why one lane: a clip keeps every inference request busy
+    by itself, and each clip in work holds a reader, a writer and a window of frames; photos submitted
+    meanwhile still go straight to the pipeline and interleave with its frames."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._waiting = 0  # clips queued or in work
+        self._idle = threading.Condition(self._lock)
+        self.current: Progress | None = None
+
+    def put(self, work: Callable[[], None]) -> None:
+        """Queue ``work`` (never blocks); StylizerClosed once the lane is closed."""
+        with self._lock:
+            if self._closed:
+                raise StylizerClosed("Stylizer.submit_file after close()")
+            self._queue.put(work)
+            self._waiting += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="ea-video", daemon=True)
+                self._thread.start()
+
+    def run(self, pipeline: Pipeline, config: Config, src: Path, dst: Path, *, name: str,
+            cancel: threading.Event | None, on_frame: Callable[[Progress], None] | None) -> ClipResult:
+        """One clip on the lane's thread; what it raises (a bug) is its result's error, never the lane's end:
+        every later clip would wait forever."""
+        from .video.job import ClipResult, ClipStopped, Progress, stylize_clip
+
+        if cancel is not None and cancel.is_set():  # stopped while it waited: untouched, not started
+            error = ClipStopped(f"{src}: stopped before the clip was started; it will be done again", stage="video")
+            return ClipResult(job=Job(src=src, dst=dst), error=error, timings_s={})
+        progress = Progress(name)
+        self.current = progress
+        try:
+            return stylize_clip(pipeline, config, src, dst, progress=progress, cancel=cancel, on_frame=on_frame)
+        except Exception as exc:
+            log.exception("video: clip %s could not run", src)
+            return ClipResult(job=Job(src=src, dst=dst), error=exc, timings_s={})
+        finally:
+            self.current = None
+
+    def close(self) -> None:
+        """Refuse new clips, let the queued ones finish, and end the thread."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """Wait until no clip is queued or in work; False when ``timeout_s`` passed first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._waiting == 0, timeout_s)
+
+    def _serve(self) -> None:
+        while (work := self._queue.get()) is not None:
+            try:
+                work()
+            finally:
+                with self._idle:
+                    self._waiting -= 1
+                    self._idle.notify_all()
 
 
 def style_specs(config: Config) -> dict[str, str]:
@@ -517,7 +673,8 @@ def _settle(result: JobResult) -> None:
     still mapped after a burst of 10-at-a-time rounds). Without it they go the moment the caller lets go."""
     future = result.job.tag
     if isinstance(future, Future):
-        future.set_result(dataclasses.replace(result, job=dataclasses.replace(result.job, tag=None, data=None)))
+        job = dataclasses.replace(result.job, tag=None, data=None, header=None)
+        future.set_result(dataclasses.replace(result, job=job))
 
 
 def _job_for(image: ImageSource) -> Job:

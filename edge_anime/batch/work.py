@@ -1,10 +1,11 @@
 """Stylize a list of batch items on one Stylizer: the code that runs on this box and inside every Ray actor.
 
-Each photo is submitted to the style's pipeline at once (``Stylizer.submit`` blocks while its in-flight slots
-are taken, so memory stays bounded and decode, inference and encode overlap across photos); clips follow, one
-at a time, each frame through the same pipeline. Nothing raises for one input: every item ends as an
-``Outcome`` (written, skipped because its output exists, or failed with the reason), which is what a Ray actor
-returns as a row and the command counts.
+Each input is submitted at once, photo or clip alike (``Stylizer.submit_file``, which tells them apart): a
+photo goes to the style's pipeline (blocking while its in-flight slots are taken, so memory stays bounded and
+decode, inference and encode overlap across photos), a clip to the Stylizer's clip lane, one at a time, its
+frames through the same pipeline. Nothing raises for one input: every item ends as an ``Outcome`` (written,
+skipped because its output exists, or failed with the reason), which is what a Ray actor returns as a row and
+the command counts.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import failure_reason
@@ -24,8 +24,7 @@ from .plan import Item
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..pipeline import JobResult
-    from ..stylizer import Stylizer
+    from ..stylizer import FileResult, Stylizer
 
 Status = Literal["written", "skipped", "failed"]
 
@@ -62,8 +61,6 @@ def stylize_items(stylizer: Stylizer, items: Sequence[Item], *, style: str,
                   on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Every item's outcome, in the order given; ``on_outcome`` is called as each ends (from pipeline
     threads for photos), for a progress bar."""
-    from ..pipeline import Job
-
     me = worker_name()
     outcomes: dict[int, Outcome] = {}
     lock = threading.Lock()
@@ -78,28 +75,21 @@ def stylize_items(stylizer: Stylizer, items: Sequence[Item], *, style: str,
         if on_outcome is not None:
             on_outcome(outcome)
 
-    def finished(index: int, item: Item, started: float, future: Future[JobResult]) -> None:
+    def finished(index: int, item: Item, started: float, future: Future[FileResult]) -> None:
         result = future.result()
         settle(index, _outcome(item, result.error, time.monotonic() - started, me))
 
-    clips: list[tuple[int, Item]] = []
-    pending: list[tuple[int, Item, float, Future[JobResult]]] = []
+    pending: list[tuple[int, Item, float, Future[FileResult]]] = []
     for index, item in enumerate(items):
         if os.path.lexists(item.dst):  # an earlier attempt (a killed actor, a re-run) finished it
             settle(index, Outcome(item.src, item.dst, "skipped", worker=me))
-        elif item.clip:
-            clips.append((index, item))
-        else:
-            started = time.monotonic()
-            future = stylizer.submit(Job(src=Path(item.src), dst=Path(item.dst)), style=style)
-            future.add_done_callback(functools.partial(finished, index, item, started))
-            pending.append((index, item, started, future))
+            continue
+        started = time.monotonic()
+        future = stylizer.submit_file(item.src, item.dst, style=style)
+        future.add_done_callback(functools.partial(finished, index, item, started))
+        pending.append((index, item, started, future))
     for index, item, started, future in pending:
         finished(index, item, started, future)
-    for index, item in clips:
-        started = time.monotonic()
-        result = stylizer.run_clip(item.src, item.dst, style=style)
-        settle(index, _outcome(item, result.error, time.monotonic() - started, me))
     return [outcomes[index] for index in range(len(items))]
 
 

@@ -303,21 +303,13 @@ def chosen_style(config: Config, requested: str | None) -> str:
 
 def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool) -> list[JobResult | ClipResult]:
     """The one core every entry point runs on (``Stylizer``: the variant chosen for this box, the shared
-    pipeline of decode threads, async inference and encoders). Photos first as one batch, then each clip
-    (``video.extensions``) with a bar of its frames; the results come back in the order of ``jobs``."""
+    pipeline of decode threads, async inference and encoders, and its clip lane): every file through
+    ``Stylizer.run_jobs``, which tells photos from clips (``submit_file``); the results come back in the order
+    of ``jobs``, under one bar of files."""
     from ..stylizer import Stylizer
-    from ..video import is_clip
 
-    photos = [job for job in jobs if not is_clip(job.src.name, config.video)]
     with Stylizer(config) as stylizer:
-        done: dict[int, JobResult | ClipResult] = {}
-        for job, result in zip(photos, stylizer.run_jobs(photos, style=style, progress=progress) if photos else []):
-            done[id(job)] = result
-        for job in jobs:
-            if id(job) not in done:
-                assert job.dst is not None
-                done[id(job)] = stylizer.run_clip(job.src, job.dst, style=style, progress=progress)
-        return [done[id(job)] for job in jobs]
+        return stylizer.run_jobs(jobs, style=style, progress=progress)
 
 
 def _describe_failure(result: JobResult | ClipResult) -> tuple[str, bool, bool]:

@@ -44,6 +44,7 @@ from starlette.routing import Route
 
 from ..config import Config
 from ..errors import InputError, TransientError, UserError
+from ..imaging.decoded import Decoded
 from ..imaging.decoder import decode_header
 from ..imaging.encoder import EXT_BY_CONFIG_FORMAT
 from ..stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
@@ -139,10 +140,10 @@ def create_app(config: Config, *, registry: CollectorRegistry | None = None,
         handed_over = False
         try:
             upload = await _receive(request, config, limit_bytes, reservation)
-            await _check_header(upload, stylizer)
+            header = await _check_header(upload, stylizer)
             service.admit()
             handed_over = True  # from here the work's thread releases the body's share, when it is done
-            encoded = await _work(service, stylizer, config, upload, style, fmt, reservation)
+            encoded = await _work(service, stylizer, config, upload, header, style, fmt, reservation)
         finally:
             if not handed_over:
                 reservation.release()
@@ -234,19 +235,20 @@ async def _receive(request: Request, config: Config, limit_bytes: int, reservati
                         f"({config.http.request_timeout_seconds:g} s)") from None
 
 
-async def _check_header(upload: Upload, stylizer: Stylizer) -> None:
+async def _check_header(upload: Upload, stylizer: Stylizer) -> Decoded:
     """422 from the picture's header alone, before it takes a queue slot: the decoder's own check (its format
     allow-list, ``image.max_pixels``, a JPEG's scans) with its own message, naming the upload. In a thread:
-    counting a large progressive JPEG's scans takes milliseconds."""
+    counting a large progressive JPEG's scans takes milliseconds. The header read is the job's one: it goes
+    with the upload into ``run_encoded`` (its format, its decode lane), not read again there."""
     label = Path(upload.name) if upload.name else MEMORY_LABEL
     try:
-        await anyio.to_thread.run_sync(lambda: decode_header(label, stylizer.config.image, data=upload.data))
+        return await anyio.to_thread.run_sync(lambda: decode_header(label, stylizer.config.image, data=upload.data))
     except InputError as exc:
         raise _fault(exc, "", stylizer) from None
 
 
-async def _work(service: HttpState, stylizer: Stylizer, config: Config, upload: Upload, style: str, fmt: str,
-                reservation: Reservation) -> Encoded:
+async def _work(service: HttpState, stylizer: Stylizer, config: Config, upload: Upload, header: Decoded,
+                style: str, fmt: str, reservation: Reservation) -> Encoded:
     """The encoded picture, from a worker thread; 504 past the timeout, the picture still finished in the
     background (its queue slot and its body's share freed then: the engine and the memory are busy until
     then)."""
@@ -255,12 +257,12 @@ async def _work(service: HttpState, stylizer: Stylizer, config: Config, upload: 
     def work() -> Encoded | None:
         try:
             try:
-                return stylizer.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style)
+                return stylizer.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style, header=header)
             except StylizerClosed:  # a reload swapped it out between admission and here
                 current = service.stylizer
                 if current is None:
                     raise
-                return current.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style)
+                return current.run_encoded(upload.data, fmt=fmt, name=upload.name, style=style, header=header)
         except Exception as exc:  # noqa: BLE001 - judged by _fault on the event loop, never a bare 500
             outcome["error"] = exc
             return None

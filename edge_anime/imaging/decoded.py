@@ -32,6 +32,7 @@ class Decoded:
     full: Any = None                 # imaging.fullres.FullPlan when resize: full (set by plan)
     guide: np.ndarray | None = None  # the full-size RGB photo, kept by plan for upscale_method: guided
     infer_size: tuple[int, int] | None = None  # (W, H) inference runs at: ``size`` padded to the multiple (plan)
+    cost_mpx: float = 0.0            # decode_header: the decode's work estimate (decoder.decode_cost_mpx)
 
     @property
     def size(self) -> tuple[int, int]:

@@ -15,8 +15,8 @@ A progressive JPEG is decoded scan after scan over the whole picture, so its cos
 pixel guard alone does not bound it: 388 KB of a 7680 x 7680 picture with 3,000 empty scans took 40-51 s of
 the one decode thread. Its scans are counted from the markers (``jpeg_scans``) and more than
 ``MAX_JPEG_SCANS`` are refused before decoding, as libjpeg-turbo's own guidance does (``TJPARAM_SCANLIMIT``,
-``djpeg -maxscans``). ``decode_cost_mpx`` is the same header read turned into an estimate of the work, which
-the pipeline uses to put a heavy decode on a lane of its own.
+``djpeg -maxscans``). ``decode_cost_mpx`` is the same header read (``_read_header``) turned into an estimate of
+the work, which the pipeline uses to put a heavy decode on a lane of its own; ``decode_header`` carries it too.
 
 HEIC/HEIF (libheif: pi-heif, or pillow-heif where installed) and AVIF (Pillow's libavif) come through the
 same ``Image.open`` (``heif`` registers the HEIF opener on the first decode): their header gives the size
@@ -193,27 +193,13 @@ def _check_scans(path: Path, data: bytes) -> int:
 def decode_cost_mpx(path: Path, cfg: ImageSection, *, data: bytes) -> float:
     """An estimate of the work of ``decode(path, cfg, data=data)`` from the header alone, in megapixels decoded
     (a progressive JPEG counts once per ``TYPICAL_JPEG_SCANS`` scans): what the pipeline's decode lanes
-    are chosen by. 0.0 for anything the header already refuses, which ``decode`` then refuses in as little
-    time (too many pixels or scans, not an image)."""
-    _sync_pillow_limits(cfg.max_pixels)
+    are chosen by, for a job whose caller did not read the header already (``decode_header``'s ``cost_mpx``).
+    0.0 for anything the header already refuses, which ``decode`` then refuses in as little time (too many
+    pixels or scans, not an image)."""
     try:
-        with _open(data) as im:
-            width, height = int(im.size[0]), int(im.size[1])
-            if width * height > cfg.max_pixels:
-                return 0.0
-            coded, over = _container_pixels(data, im, cfg.max_pixels)
-            if over is not None:
-                return 0.0
-            pixels = max(width * height, coded)
-            passes = 1.0
-            if _progressive(im):
-                scans = jpeg_scans(data)
-                if scans > MAX_JPEG_SCANS:
-                    return 0.0
-                passes = max(1.0, scans / TYPICAL_JPEG_SCANS)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS):
+        return _read_header(path, cfg, data=data, metadata=False).cost_mpx
+    except (InputError, TransientError):
         return 0.0
-    return pixels * passes / 1e6  # one frame: decode loads the first only
 
 
 def _orientation(im: Image.Image) -> int:
@@ -394,27 +380,41 @@ def decode_header(path: Path, cfg: ImageSection, *, data: bytes) -> Decoded:
 
     Why: a caller that must refuse a picture before taking work on for it (the HTTP service, before a queue
     slot) and one that encodes a picture stylized from bytes (``Stylizer.run_encoded``) then use the
-    decoder's own allow-list and messages rather than a second ``Image.open``. ``rgb`` is empty (0 x 0).
-    A PNG whose EXIF comes after its pixels (rare: writers put eXIf first) has none here."""
+    decoder's own allow-list and messages rather than a second ``Image.open``. ``rgb`` is empty (0 x 0);
+    ``cost_mpx`` is ``decode_cost_mpx``'s estimate, so a job that carries this header (``Job.header``) is not
+    read again for its decode lane. A PNG whose EXIF comes after its pixels (rare: writers put eXIf first)
+    has none here."""
+    return _read_header(path, cfg, data=data, metadata=True)
+
+
+def _read_header(path: Path, cfg: ImageSection, *, data: bytes, metadata: bool) -> Decoded:
+    """The one header read behind ``decode_header`` and ``decode_cost_mpx``: every guard a header answers
+    (raised as decode raises them), the decode's work estimate in ``cost_mpx``, and with ``metadata`` the
+    orientation, EXIF and ICC profile the encoder copies (left out for the estimate: the ICC check builds a
+    LittleCMS transform, and the pipeline estimates every file)."""
     path = Path(path)
     _sync_pillow_limits(cfg.max_pixels)
+    orientation, exif, kept_icc = 1, None, None
     try:
         with _open(data) as im:
-            width, height = im.size
+            width, height = int(im.size[0]), int(im.size[1])
             if width * height > cfg.max_pixels:
                 raise InputError(f"{path}: {width}x{height} is {width * height} pixels, over image.max_pixels="
                                  f"{cfg.max_pixels}; refused before decoding", stage="decode")
-            _check_container(path, data, im, cfg)
-            if _progressive(im):
-                _check_scans(path, data)
-            orientation = _orientation(im) if cfg.apply_exif_orientation else 1
-            exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
-            icc = im.info.get("icc_profile") or None
-            kept_icc = profile_after(icc, "L" if im.mode in ("L", "LA", "La") else "RGB")  # as modes.to_rgb_alpha
+            coded = _check_container(path, data, im, cfg)
+            scans = _check_scans(path, data) if _progressive(im) else 0
+            if metadata:
+                orientation = _orientation(im) if cfg.apply_exif_orientation else 1
+                exif = _exif_to_copy(im, reset_orientation=cfg.apply_exif_orientation)
+                icc = im.info.get("icc_profile") or None
+                kept_icc = profile_after(icc, "L" if im.mode in ("L", "LA", "La") else "RGB")  # as modes.to_rgb_alpha
             source_format = im.format or "unknown"
     except (InputError, TransientError):
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning, MemoryError, *CORRUPT_ERRORS) as exc:
         raise _open_error(path, exc, cfg, data=data) from exc
+    passes = max(1.0, scans / TYPICAL_JPEG_SCANS)
+    cost_mpx = max(width * height, coded) * passes / 1e6  # one frame: decode loads the first only
     return Decoded(rgb=np.zeros((0, 0, 3), np.uint8), alpha=None, source_format=source_format,
-                   original_size=oriented_size((width, height), orientation), exif=exif, icc=kept_icc, path=path)
+                   original_size=oriented_size((width, height), orientation), exif=exif, icc=kept_icc, path=path,
+                   cost_mpx=cost_mpx)

@@ -107,7 +107,7 @@ def timed_pass(stylizer: Stylizer, files: list[Path], out_dir: Path) -> PassFigu
     psutil.cpu_percent(None)  # start the machine-wide interval
     before = proc.cpu_times()
     start = time.perf_counter()
-    results = stylizer.run_jobs(jobs)
+    results = [r for r in stylizer.run_jobs(jobs) if isinstance(r, JobResult)]  # its files are photos
     wall = time.perf_counter() - start
     after = proc.cpu_times()
     system_pct = psutil.cpu_percent(None)

@@ -1,126 +1,66 @@
-"""The watch folder's clips: one at a time on a thread of their own, their frames in the photos' pipeline.
+"""The watch folder's side of its clips. A clip runs on the Stylizer's clip lane (``Stylizer.submit_file``, the
+one place that tells a photo from a clip): one at a time on a thread of its own, its frames in the photos'
+pipeline. The core sees a clip as one claim in flight like a photo; its verdict comes through the same
+``done`` when the clip ends.
 
-Why one at a time: a clip already keeps every inference request busy, and each clip in work holds a reader,
-a writer and a window of frames; photos that arrive meanwhile still go straight to the pipeline and
-interleave with the clip's frames. The core sees a clip as one claim in flight like a photo; its verdict
-comes through the same ``done`` when the clip ends.
-
-Stopping (``stop``): the clip in work is cancelled, its temp file removed, and it is handed back with the
-clips not started yet, untouched, for the shell to return to the inbox. Progress (frames done / total,
-frames/s) is read by the status file and metrics, and logged every ``LOG_EVERY_S``.
+What is the shell's and stays here: what a clip is called with (its name in the progress, the shell's stop,
+a progress line in the log every ``LOG_EVERY_S``), the line when one ends, and at a stop the clips to hand
+back. Stopping (``stop``): the clip in work is cancelled, its temp file removed, and the clips not started
+yet come back untouched; all of them are returned for the shell to put back in the inbox. Progress (frames
+done / total, frames/s) is the lane's (``Stylizer.clip_progress``), read by the status file and metrics.
 """
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..config import Config
-from ..errors import UserError
 from ..logs import FIELDS_ATTR, log_name
-from ..pipeline import Job
-from ..stylizer import StylizerClosed
-from ..video.job import ClipResult, ClipStopped, Progress
 from ..watch.claim import Claim
-from ..watch.faults import StyleFault
 
 if TYPE_CHECKING:
-    from ..stylizer import Stylizer
+    from ..stylizer import FileResult, Stylizer
+    from ..video.job import Progress
 
 log = logging.getLogger("edge_anime.video")
 
 LOG_EVERY_S = 10.0   # a progress line per clip this often
 STOP_JOIN_S = 10.0   # how long ``stop`` waits for a cancelled clip to let go (a frame in inference)
-RELOAD_RETRIES = 1   # a clip that met a Stylizer a reload had just closed goes to the new one this many times
-
-Done = Callable[[Claim, BaseException | None, ClipResult], None]
 
 
 class ClipRunner:
-    """``submit`` clips; ``done(claim, error, result)`` when each ends; ``stop`` hands back the unfinished."""
+    """``cancel`` and ``on_frame`` go with every file the shell submits; ``ended`` as each ends; ``stop`` hands
+    back the clips stopped unfinished."""
 
-    def __init__(self, *, stylizer: Callable[[], Stylizer], config: Callable[[], Config], done: Done) -> None:
-        self._stylizer = stylizer  # the shell's current Stylizer (a reload may rebuild it between clips)
-        self._config = config
-        self._done = done
-        self._queue: queue.Queue[tuple[Claim, Path]] = queue.Queue()
-        self._cancel = threading.Event()
-        self._stopped: list[Claim] = []
+    def __init__(self) -> None:
+        self.cancel = threading.Event()  # set by ``stop``: the clip in work ends, the queued ones never start
         self._lock = threading.Lock()
-        self._current: Progress | None = None
-        self._thread: threading.Thread | None = None
+        self._stopped: list[Claim] = []
+        self._logged: tuple[int, float] = (0, 0.0)  # (id of the clip's progress, when its next line is due)
 
-    def submit(self, claim: Claim, dst: Path) -> None:
-        """Queue a clip (never blocks the core's thread)."""
-        self._queue.put((claim, dst))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ea-video", daemon=True)
-            self._thread.start()
+    def on_frame(self, state: Progress) -> None:
+        """After each frame of the clip in work (on the lane's thread): a log line every ``LOG_EVERY_S``."""
+        now = time.monotonic()
+        clip, due = self._logged
+        if clip != id(state):
+            self._logged = (id(state), now + LOG_EVERY_S)
+        elif now >= due:
+            self._logged = (clip, now + LOG_EVERY_S)
+            log.info("clip %s: %d/%d frames, %.2f frames/s", log_name(state.name), state.done, state.total,
+                     state.frames_per_s(), extra={FIELDS_ATTR: {"event": "clip_progress", **state.snapshot()}})
 
-    def progress(self) -> dict[str, Any] | None:
-        """The clip in work: file, frames_done, frames_total, frames_per_s; None when none is."""
-        with self._lock:
-            return self._current.snapshot() if self._current is not None else None
+    def ended(self, claim: Claim, result: FileResult) -> bool:
+        """A file of the shell ended: False for a clip a stop cut short (kept for ``stop`` to hand back, no
+        verdict), else True, with the clip's line in the log when it was one and it was written."""
+        from ..video.job import ClipResult, ClipStopped
 
-    def stop(self) -> list[Claim]:
-        """Cancel the clip in work and return it with the clips not started: each untouched, no temp left."""
-        self._cancel.set()
-        self._queue.put(_STOP)
-        if self._thread is not None:
-            self._thread.join(STOP_JOIN_S)
-        with self._lock:
-            stopped, self._stopped = self._stopped, []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return stopped
-            if item is not _STOP:
-                stopped.append(item[0])
-
-    # -- the clip thread -------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            claim, dst = item
-            if self._cancel.is_set():
-                with self._lock:
-                    self._stopped.append(claim)
-                continue
-            result = self._one(claim, dst)
-            if isinstance(result.error, ClipStopped):
-                with self._lock:
-                    self._stopped.append(claim)
-                continue
-            try:
-                self._done(claim, result.error, result)
-            except Exception:  # the core only enqueues; a bug there must not end the clip thread
-                log.exception("video: reporting %s failed", claim.rel)
-
-    def _one(self, claim: Claim, dst: Path) -> ClipResult:
-        progress = Progress(claim.rel)
-        with self._lock:
-            self._current = progress
-        next_log = [time.monotonic() + LOG_EVERY_S]
-
-        def on_frame(state: Progress) -> None:
-            now = time.monotonic()
-            if now >= next_log[0]:
-                next_log[0] = now + LOG_EVERY_S
-                log.info("clip %s: %d/%d frames, %.2f frames/s", log_name(claim.rel), state.done, state.total,
-                         state.frames_per_s(), extra={FIELDS_ATTR: {"event": "clip_progress", **state.snapshot()}})
-
-        try:
-            result = self._run_clip(claim, dst, progress, on_frame)
-        finally:
+        if not isinstance(result, ClipResult):
+            return True
+        if isinstance(result.error, ClipStopped):
             with self._lock:
-                self._current = None
+                self._stopped.append(claim)
+            return False
         if result.ok:
             flicker = f", flicker {result.flicker[0]:.2f} -> {result.flicker[1]:.2f}" if result.flicker else ""
             log.info("clip %s: %d frames in %.1f s (%.2f frames/s), audio %s%s", log_name(claim.rel), result.frames,
@@ -128,27 +68,13 @@ class ClipRunner:
                      extra={FIELDS_ATTR: {"event": "clip_done", "file": claim.rel, "frames": result.frames,
                                           "frames_per_s": round(result.frames_per_s, 3), "audio": result.audio,
                                           "flicker": result.flicker}})
-        return result
+        return True
 
-    def _run_clip(self, claim: Claim, dst: Path, progress: Progress,
-                  on_frame: Callable[[Progress], None]) -> ClipResult:
-        """``Stylizer.run_clip`` on the shell's current Stylizer. The style is compiled before a clip is queued,
-        but a reload can swap the Stylizer (StylizerClosed: the clip goes to the new one) or a recompile can
-        fail in between (a StyleFault: the clip is kept, not condemned); nothing raised here may end the
-        clip thread, or every later clip would wait until a restart."""
-        job = Job(src=claim.path, dst=dst)
-        for _ in range(RELOAD_RETRIES + 1):
-            try:
-                return self._stylizer().run_clip(claim.path, dst, style=claim.style or None, state=progress,
-                                                 cancel=self._cancel, on_frame=on_frame, video=self._config().video)
-            except StylizerClosed as exc:
-                closed: BaseException = exc
-            except UserError as exc:  # the style's fault, as in the shell's submit: the input is kept
-                return ClipResult(job=job, error=StyleFault(claim.style or "default", str(exc)), timings_s={})
-            except Exception as exc:
-                log.exception("video: clip %s could not start", claim.rel)
-                return ClipResult(job=job, error=exc, timings_s={})
-        return ClipResult(job=job, error=closed, timings_s={})
-
-
-_STOP: Any = object()
+    def stop(self, stylizer: Stylizer) -> list[Claim]:
+        """Cancel the clip in work and the ones queued on ``stylizer``'s lane, wait up to ``STOP_JOIN_S`` for
+        the lane to let go, and return the clips stopped: each untouched, no temp file left."""
+        self.cancel.set()
+        stylizer.wait_clips(STOP_JOIN_S)
+        with self._lock:
+            stopped, self._stopped = self._stopped, []
+        return stopped

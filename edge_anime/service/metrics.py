@@ -61,7 +61,7 @@ class Metrics:
             self.stage_seconds.labels(stage=stage).observe(seconds)
 
     def clip_progress(self, clip: dict[str, Any] | None) -> None:
-        """The clip in work (``ClipRunner.progress``), or zeros when none is."""
+        """The clip in work (``Stylizer.clip_progress``), or zeros when none is."""
         clip = clip or {}
         self.clip_frames_done.set(clip.get("frames_done", 0))
         self.clip_frames_total.set(clip.get("frames_total", 0))

@@ -37,6 +37,7 @@ from ..watch.folders import Folders, check_style_names, prepare_folders
 from ..watch.handler import Handler
 from ..watch.journal import ProcessedList
 from .accounting import Accounting
+from .clips import ClipRunner
 from .notify import Notifier
 from .signals import Flags
 from .status_file import Status, write_status
@@ -44,9 +45,7 @@ from .status_file import Status, write_status
 if TYPE_CHECKING:
     from ..http.server import ServerThread
     from ..http.state import HttpState
-    from ..stylizer import Stylizer
-    from ..video.job import ClipResult
-    from .clips import ClipRunner
+    from ..stylizer import FileResult, Stylizer
 
 log = logging.getLogger("edge_anime.service")
 
@@ -74,9 +73,10 @@ class WatchService:
         self._status_error = ""
         self.http: tuple[ServerThread, HttpState] | None = None  # with http.enabled
         self.held: set[str] = set()  # styles a reload stopped serving: their inbox folders are left alone
-        # The clip in work, by claim token: free bytes in its outbox at its start, and the latest (frames done,
-        # frames total, bytes written) of its temp file, sampled with the status file: the encoder's rate.
-        self._clip_free: dict[str, int] = {}
+        # Free bytes in a file's outbox when it was submitted, by claim token (a clip that ran the disk full
+        # needs them, ``_file_done``), and the latest (frames done, frames total, bytes written) of the clip in
+        # work's temp file, sampled with the status file: the encoder's rate.
+        self._free_at_submit: dict[str, int] = {}
         self._clip_sample: dict[str, tuple[int, int, int]] = {}
 
     # --- start ---------------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ class WatchService:
         self.detector = self._new_detector(config, accept)
         self.core = WatchCore(handler=handler, worker=self.worker, source=self.detector, submit=self._submit,
                               probe=self._probe, events=self.acct, limit=self.stylizer.max_in_flight)
-        self.clips = self._new_clips()
+        self.clips = ClipRunner()
         if config.service.metrics.enabled:
             metrics = config.service.metrics
             try:
@@ -193,50 +193,44 @@ class WatchService:
         model = self.stylizer.model_of(style)
         return model.bin_sha256 if model is not None else ""
 
-    def _new_clips(self) -> ClipRunner:
-        """Clips (video.extensions) run one at a time beside the photos, on their style's pipeline of the
-        shell's current Stylizer."""
-        from .clips import ClipRunner
+    def _submit(self, claim: Claim, dst: Path) -> None:
+        """Hand a claim to the Stylizer (``submit_file``: a photo to its style's pipeline, a clip to the clip
+        lane); the result comes back to the core from a pipeline or clip thread. A style compiled on first
+        use compiles here, with systemd's watchdog fed meanwhile, so a broken model is said here."""
+        style = claim.style or self.core.handler.style_for(claim.rel)
+        compiling = style not in self.stylizer.compiled_styles()
+        with contextlib.suppress(OSError):
+            self._free_at_submit[claim.token] = free_bytes(dst.parent)
+        try:
+            with self._startup_watchdog() if compiling else contextlib.nullcontext():
+                future = self.stylizer.submit_file(claim.path, dst, style=style, name=claim.rel,
+                                                   cancel=self.clips.cancel, on_frame=self.clips.on_frame,
+                                                   video=self.config.video)
+        except UserError as exc:  # the model's fault, not the input's: the input is kept, the style held
+            self._free_at_submit.pop(claim.token, None)
+            self._style_broken(style, str(exc))
+            self.core.done(claim, StyleFault(style, str(exc)))
+            return
+        future.add_done_callback(lambda done: self._file_done(claim, done.result()))
 
-        return ClipRunner(stylizer=lambda: self.stylizer, config=lambda: self.config, done=self._clip_done)
+    def _file_done(self, claim: Claim, result: FileResult) -> None:
+        """A file ended (on a pipeline or clip thread): its verdict to the core, unless it is a clip a stop cut
+        short (handed back by ``_give_back_clips``). When the disk ran full under a clip, it must not start
+        again until its outbox has room for the whole output (``room_for_clip``): restarted at frame 0 on the
+        probe's 64 KiB it would fill the disk again, forever."""
+        from ..video.job import ClipResult
 
-    def _clip_done(self, claim: Claim, error: BaseException | None, result: ClipResult) -> None:
-        """A clip ended (on the clip's thread). When the disk ran full under it, it must not start again until
-        its outbox has room for the whole output (``room_for_clip``): restarted at frame 0 on the probe's
-        64 KiB it would fill the disk again, forever."""
-        free_at_start = self._clip_free.pop(claim.token, None)
+        free_at_start = self._free_at_submit.pop(claim.token, None)
         sample = self._clip_sample.pop(claim.token, None)
-        if error is not None and classify(error) is Kind.BOX:
+        if not self.clips.ended(claim, result):
+            return
+        if isinstance(result, ClipResult) and result.error is not None and classify(result.error) is Kind.BOX:
             try:
                 input_bytes = os.stat(claim.path).st_size
             except OSError:
                 input_bytes = 0
             claim.needs_bytes = room_for_clip(input_bytes=input_bytes, sample=sample, free_at_start=free_at_start)
-        self.core.done(claim, error, result)
-
-    def _submit(self, claim: Claim, dst: Path) -> None:
-        """Hand a claim to its style's pipeline; the result comes back to the core from a pipeline thread. A
-        style compiled on first use compiles here, with systemd's watchdog fed meanwhile."""
-        from ..pipeline import Job
-        from ..video import is_clip
-
-        style = claim.style or self.core.handler.style_for(claim.rel)
-        compiling = style not in self.stylizer.compiled_styles()
-        try:
-            with self._startup_watchdog() if compiling else contextlib.nullcontext():
-                if is_clip(claim.path.name, self.config.video):  # the one dispatch point: a clip is a video job
-                    with self.stylizer.pipeline_for(style):  # compiled here, so a broken model is said here
-                        pass
-                    with contextlib.suppress(OSError):
-                        self._clip_free[claim.token] = free_bytes(dst.parent)
-                    self.clips.submit(claim, dst)
-                    return
-                future = self.stylizer.submit(Job(src=claim.path, dst=dst), style=style)
-        except UserError as exc:  # the model's fault, not the input's: the input is kept, the style held
-            self._style_broken(style, str(exc))
-            self.core.done(claim, StyleFault(style, str(exc)))
-            return
-        future.add_done_callback(lambda done: self.core.done(claim, done.result().error, done.result()))
+        self.core.done(claim, result.error, result)
 
     def _style_broken(self, style: str, reason: str) -> None:
         """A style failed to compile: say so (log, status, metrics) and stop taking its folder's files, so its
@@ -308,7 +302,7 @@ class WatchService:
                         started=self.acct.started, paused=self.acct.pause_info(self.core.pause),
                         variant=str((self.stylizer.engine.choice or {}).get("summary", "")),
                         styles=self.acct.style_counts(self.stylizer.styles, self.stylizer.compiled_styles()),
-                        clip=self.clips.progress(), room=self.acct.room_info(self.core.room_waits))
+                        clip=self._clip_progress(), room=self.acct.room_info(self.core.room_waits))
         self.acct.metrics.clip_progress(status.clip)
         self._sample_clip(status.clip)
         try:
@@ -322,6 +316,11 @@ class WatchService:
         else:
             self._status_error = ""
         self.notifier.send(STATUS=line)
+
+    def _clip_progress(self) -> dict[str, Any] | None:
+        """The clip in work on the Stylizer's clip lane (file, frames_done, frames_total, frames_per_s)."""
+        progress = self.stylizer.clip_progress()
+        return progress.snapshot() if progress is not None else None
 
     def _sample_clip(self, progress: dict[str, Any] | None) -> None:
         """The clip in work's encoder rate: frames done and the bytes its temp file holds (``_clip_done``)."""
@@ -433,7 +432,7 @@ class WatchService:
     def _give_back_clips(self) -> None:
         """Stopping: a clip not finished within the drain timeout is cancelled (its temp file removed) and goes
         back to the inbox untouched, with the clips queued behind it; the next start takes them again."""
-        for claim in self.clips.stop():
+        for claim in self.clips.stop(self.stylizer):
             self.core.in_flight.pop(claim.token, None)
             try:
                 verdict = self.core.handler.give_back(claim, reason="stopping: the clip was not finished")
