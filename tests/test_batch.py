@@ -105,6 +105,9 @@ def test_same_names_get_fixed_suffixes_and_leftover_temps_go(
     assert "2 of 2 input(s) already done" in capsys.readouterr().out
 
 
+# slow: ~50 s on a loaded box (24 photos at 256 px, two processes); a batch re-run skipping what is done is
+# the fast tier's, in the tests above.
+@pytest.mark.slow
 def test_batch_killed_with_sigkill_resumes_exactly_once(
         tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """kill -9 in the middle of a backlog, then the same command again: every input exactly one output,

@@ -17,6 +17,8 @@ import termios
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO_ROOT, mounted_tmpfs
 from edge_anime.errors import EXIT_CANTCREAT, EXIT_FAILURES, EXIT_IOERR, EXIT_OK
 
@@ -211,6 +213,7 @@ def _on_a_terminal(*args: str | Path) -> tuple[int, str]:
     return status, b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow  # ~20 s loaded: two commands on a pseudo-terminal, read to the end
 def test_item16_stylize_shows_pictures_done_on_a_terminal_of_no_reported_size(
         tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """On a terminal that reports 0 x 0, tqdm drew nothing at all: stylize (and batch) were silent while the

@@ -100,6 +100,7 @@ def test_ink_weight_marks_the_targets_dark_lines_only() -> None:
     assert torch.all(weight[..., :, :6] == 1.0) and torch.all(weight[..., :, 11:] == 1.0)  # flat grey: 1
 
 
+@pytest.mark.slow  # ~40 s on a loaded box: training's refit, whole images through torch
 def test_output_refit_lowers_l1_on_whole_images() -> None:
     pytest.importorskip("torch")
     from edge_anime_converters.generator import seeded_random_generator
