@@ -235,6 +235,8 @@ def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[...
     assert x >= 0 and y == 0 and h == height and x + w <= width  # the face's box is cut to the picture
 
 
+# slow: a 1500 px sheet of 50 faces, 8 restyled (~30 s loaded); one picture's faces are the fast tier's.
+@pytest.mark.slow
 def test_fifty_faces_restyle_the_largest_eight(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
                                                shared_photos: Path, caplog: pytest.LogCaptureFixture) -> None:
     tiles = []
