@@ -107,8 +107,10 @@ SLOW_TEST_LIMIT_S = 600.0
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Give each test its tier's limit, before pytest-timeout's own wrapper reads the ``timeout`` marker."""
-    if item.get_closest_marker("timeout") is None:
+    """Give each test its tier's limit, before pytest-timeout's own wrapper reads the ``timeout`` marker. A limit
+    asked for by hand (``--timeout``, ``$PYTEST_TIMEOUT``; 0 turns it off, say under a debugger) is left to rule."""
+    by_hand = item.config.getoption("timeout", None) is not None or os.environ.get("PYTEST_TIMEOUT")
+    if item.get_closest_marker("timeout") is None and not by_hand:
         limit = SLOW_TEST_LIMIT_S if item.get_closest_marker("slow") else FAST_TEST_LIMIT_S
         item.add_marker(pytest.mark.timeout(round(scaled(limit))))
     yield
