@@ -9,6 +9,7 @@ each shape of each model compiles once per run, not once per test.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import struct
@@ -38,15 +39,37 @@ def shared_photos() -> Path:
     return SHARED_PHOTOS
 
 
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(folder)``'s result, built once for the whole run: under ``pytest -n 2`` the session fixtures below
+    were built by each worker (two conversions, two tiling pairs of a minute each), now the first worker to ask
+    builds into a folder beside both workers' temp folders, under a lock, and the other waits and reuses it.
+    What is built is read-only to the tests (they copy a model folder to damage it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/, shared by pytest-N/popen-gw0 and popen-gw1
+    folder, record = root / f"run-{name}", root / f"run-{name}.built"
+    with open(root / f"run-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.is_file():
+            return Path(record.read_text(encoding="utf-8"))
+        folder.mkdir(exist_ok=True)
+        result = build(folder)
+        record.write_text(str(result), encoding="utf-8")
+        return result
+
+
 @pytest.fixture(scope="session")
 def seeded_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state dict in the published checkpoint format, with seeded random weights."""
     torch = pytest.importorskip("torch")
     from edge_anime_converters.generator import seeded_random_generator
 
-    path = tmp_path_factory.mktemp("ckpt") / "random_gen.pt"
-    torch.save(seeded_random_generator(SEED).state_dict(), path)
-    return path
+    def build(folder: Path) -> Path:
+        path = folder / "random_gen.pt"
+        torch.save(seeded_random_generator(SEED).state_dict(), path)
+        return path
+
+    return once_per_run(tmp_path_factory, "ckpt", build)
 
 
 @pytest.fixture(scope="session")
@@ -54,11 +77,11 @@ def random_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path)
     """An fp32 model folder (model.xml/.bin + manifest.yaml) converted from ``seeded_checkpoint``."""
     from edge_anime_converters.convert import convert
 
-    out = tmp_path_factory.mktemp("models")
     # Two small synthetic images at one size: the fixture needs a real IR, not the full verification that
-    # tests/test_convert.py covers; this keeps the session's one conversion to a few seconds.
-    return convert(seeded_checkpoint, name="randgen", precision="fp32", output_dir=out,
-                   verify_limit=2, verify_sizes_hw=((64, 96),), two_pass=False)
+    # tests/test_convert.py covers; this keeps the run's one conversion to a few seconds.
+    return once_per_run(tmp_path_factory, "models", lambda out: convert(
+        seeded_checkpoint, name="randgen", precision="fp32", output_dir=out, verify_limit=2,
+        verify_sizes_hw=((64, 96),), two_pass=False))
 
 
 # Session fixtures whose first use costs more than a few seconds of the two cores: every test that needs one
@@ -128,9 +151,9 @@ def two_pass_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Pat
     """Like ``random_ir``, with the tiling pair of ``image.resize: full`` (pass 1 / pass 2 IRs) beside it."""
     from edge_anime_converters.convert import convert
 
-    out = tmp_path_factory.mktemp("models2")
-    return convert(seeded_checkpoint, name="randgen2", precision="fp32", output_dir=out,
-                   verify_limit=1, verify_sizes_hw=((64, 96),), two_pass=True)
+    return once_per_run(tmp_path_factory, "models2", lambda out: convert(
+        seeded_checkpoint, name="randgen2", precision="fp32", output_dir=out, verify_limit=1,
+        verify_sizes_hw=((64, 96),), two_pass=True))
 
 
 def synthetic_photo(width: int, height: int, *, seed: int = 0) -> Image.Image:
