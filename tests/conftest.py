@@ -300,7 +300,7 @@ def run_pipeline(engine: Any, config: Any, jobs: Iterable[Any], *, deadline_s: f
     """Every job through one ``Pipeline`` on ``engine``, results in the order of ``jobs``: the pipeline tests'
     own driver (the runtime's callers all go through a Stylizer). Fails when the pipeline does not drain
     within ``deadline_s`` (scaled to the box), a loaded 2-core box's bound, never reached when things work."""
-    from edge_anime.pipeline import Pipeline
+    from edge_anime.core.pipeline import Pipeline
 
     jobs = list(jobs)
     deadline_s = scaled(deadline_s)

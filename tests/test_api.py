@@ -234,7 +234,7 @@ def test_a_finished_job_lets_go_of_its_upload_without_the_cyclic_collector(styli
     import gc
     import time
 
-    from edge_anime.pipeline import Job
+    from edge_anime.core.pipeline import Job
 
     buffer = io.BytesIO()
     synthetic_photo(96, 64).save(buffer, "PNG")
@@ -258,7 +258,7 @@ def test_a_finished_job_lets_go_of_its_upload_without_the_cyclic_collector(styli
 def test_a_job_takes_str_and_pathlike_paths_as_the_docs_show(stylizer: Stylizer, tmp_path: Path) -> None:
     """Issue 42 item 14: ``Stylizer.submit(Job(src="a.jpg", dst="b.jpg"))``, as docs/api.md shows it, failed
     with "'str' object has no attribute 'name'"."""
-    from edge_anime.pipeline import Job
+    from edge_anime.core.pipeline import Job
 
     synthetic_photo(96, 64).save(tmp_path / "a.jpg")
 

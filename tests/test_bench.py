@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from deadlines import scaled
 
+from edge_anime.core.pipeline import STAGES
 from edge_anime.measure.throughput import percentile
-from edge_anime.pipeline import STAGES
 
 CLI_TIMEOUT_S = scaled(300)  # seconds; a loaded 2-core box, never reached when things work
 
@@ -59,8 +59,8 @@ def test_timed_pass_keeps_the_input_format_with_format_same(write_config: Callab
                                                            make_photo: Callable[..., Path],
                                                            tmp_path: Path) -> None:
     """bench writes what `run` would: with ``output.format: same`` a PNG input gives a PNG output."""
+    from edge_anime.core.stylizer import Stylizer
     from edge_anime.measure.throughput import timed_pass
-    from edge_anime.stylizer import Stylizer
 
     files = [make_photo("a.png", 64, 48), make_photo("b.jpg", 48, 64)]
     out = tmp_path / "out"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from edge_anime.core.stylizer import Stylizer
 from edge_anime.errors import UserError
 from edge_anime.service.clips import ClipRunner
-from edge_anime.stylizer import Stylizer
 from edge_anime.watch.claim import INPUT_DIR, Claim
 
 av = pytest.importorskip("av", reason="PyAV is the video extra: pip install -e '.[video]'")

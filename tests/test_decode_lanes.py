@@ -16,9 +16,9 @@ from test_imaging_decode import progressive_jpeg
 from conftest import synthetic_photo
 from edge_anime import Stylizer
 from edge_anime.config import ImageSection
+from edge_anime.core.pipeline import Job, JobResult
 from edge_anime.errors import InputError
 from edge_anime.imaging.decoder import HEAVY_DECODE_MPX, MAX_JPEG_SCANS, decode_cost_mpx
-from edge_anime.pipeline import Job, JobResult
 
 DEADLINE_S = scaled(120.0)
 

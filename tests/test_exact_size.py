@@ -13,10 +13,10 @@ from PIL import Image
 
 from conftest import run_pipeline, synthetic_photo
 from edge_anime.config import Config, load_config
+from edge_anime.core.pipeline import Job
 from edge_anime.imaging.geometry import padded_size
 from edge_anime.imaging.tiling import PAD_MODE, pad_to
 from edge_anime.models import resolve_model
-from edge_anime.pipeline import Job
 from edge_anime.runtime.engine import Engine
 
 DEADLINE_S = scaled(120.0)  # seconds; generous for a loaded 2-core box, never reached when things work

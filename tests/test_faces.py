@@ -17,13 +17,13 @@ import yaml
 from PIL import Image
 
 from edge_anime.config import load_config
+from edge_anime.core.stylizer import Stylizer
 from edge_anime.errors import ConfigError
 from edge_anime.faces.anchors import ssd_anchors
 from edge_anime.faces.detect import Face, FaceDetector, detector_info, views
 from edge_anime.faces.paste import Placement, crop, mask, paste
 from edge_anime.faces.restyle import FaceRestyler
 from edge_anime.faces.track import HOLD_FRAMES, FaceTrack
-from edge_anime.stylizer import Stylizer
 from tests.conftest import style_with, synthetic_photo
 from tests.facesets import FACE_BOXES, band_psnr, groups, match
 from tests.test_http import Server, _free_port

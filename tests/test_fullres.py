@@ -280,8 +280,8 @@ def test_an_inference_past_the_wait_limit_fails_the_picture_and_gives_every_slot
 
 def _run_pipeline(config_path: Path, jobs: list[Any]) -> tuple[list[Any], int]:
     """``jobs`` through one real Pipeline; (their results, the style's blend margin)."""
+    from edge_anime.core.pipeline import Pipeline
     from edge_anime.models import resolve_model
-    from edge_anime.pipeline import Pipeline
     from edge_anime.runtime.engine import Engine
 
     config = load_config(config_path)
@@ -300,7 +300,7 @@ def test_a_tiled_picture_reports_each_tile_in_order(full_config: Callable[..., P
     """Issue #29: a tiled full-resolution picture is minutes of one job; ``Job.on_tile`` is called once per
     tile as it is blended, (done, total) in order, on the pipeline thread running the picture. A picture in
     one piece never calls it."""
-    from edge_anime.pipeline import Job
+    from edge_anime.core.pipeline import Job
 
     calls: list[tuple[str, int, int, str]] = []
 
@@ -322,7 +322,7 @@ def test_a_tiled_picture_reports_each_tile_in_order(full_config: Callable[..., P
 def test_a_raising_tile_callback_does_not_fail_the_picture(full_config: Callable[..., Path], tmp_path: Path,
                                                            caplog: pytest.LogCaptureFixture) -> None:
     """A progress display's bug is logged; the picture is still stylized."""
-    from edge_anime.pipeline import Job
+    from edge_anime.core.pipeline import Job
 
     def broken(done: int, total: int) -> None:
         raise RuntimeError("a progress bar's bug")
@@ -491,7 +491,7 @@ def test_the_stylize_bar_moves_inside_a_tiled_picture(full_config: Callable[...,
     """Issue #29: ``stylize``'s bar (``Stylizer.run_jobs(progress=True)``) counts the tiles of a picture that
     runs in tiles: it shows a fraction of the picture and the tile count before the picture is done."""
     from edge_anime import Stylizer
-    from edge_anime.pipeline import Job
+    from edge_anime.core.pipeline import Job
 
     synthetic_photo(320, 240, seed=3).save(tmp_path / "tiled.png")
     with Stylizer(full_config("bar.yaml", tile_px=TILE_PX)) as stylizer:

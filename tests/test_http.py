@@ -38,10 +38,10 @@ pytestmark = pytest.mark.slow
 
 from edge_anime.cli import main as cli_main  # noqa: E402 - after the skip: the http extra may be missing
 from edge_anime.config import Config, parse_config  # noqa: E402
+from edge_anime.core.pipeline import Job  # noqa: E402
+from edge_anime.core.stylizer import Stylizer  # noqa: E402
 from edge_anime.http.app import create_app  # noqa: E402
 from edge_anime.http.server import ServerThread, make_server  # noqa: E402
-from edge_anime.pipeline import Job  # noqa: E402
-from edge_anime.stylizer import Stylizer  # noqa: E402
 
 READY_DEADLINE_SECONDS = scaled(120.0)
 STOP_DEADLINE_SECONDS = scaled(60.0)

@@ -168,8 +168,8 @@ def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Pat
     """A clip's frames are submitted with ``palette=False`` (video.job): a palette chosen per frame would make
     the clip flicker. The same photo through the same pipeline: painted as a photo, left as it is as a frame."""
     from edge_anime.config import load_config
+    from edge_anime.core.pipeline import Job, JobResult
     from edge_anime.models import load_model_info as load
-    from edge_anime.pipeline import Job, JobResult
     from edge_anime.runtime.engine import Engine
 
     photo = painted_photo(96, 64)

@@ -15,9 +15,9 @@ from PIL import Image
 
 from conftest import run_pipeline
 from edge_anime.config import Config, load_config
+from edge_anime.core.pipeline import STAGES, Job, JobResult, Pipeline, stage_threads
 from edge_anime.errors import InputError, TransientError
 from edge_anime.models import resolve_model
-from edge_anime.pipeline import STAGES, Job, JobResult, Pipeline, stage_threads
 from edge_anime.runtime.engine import Engine
 
 DEADLINE_S = scaled(60.0)  # seconds; generous for a loaded 2-core box, never reached when things work

@@ -16,10 +16,10 @@ from PIL import Image
 
 from edge_anime import Stylizer
 from edge_anime.config import Config, DeviceSection, load_config
+from edge_anime.core.pipeline import JobResult
 from edge_anime.faces import portrait
 from edge_anime.faces.detect import Face, FaceDetector
 from edge_anime.faces.landmarks import FaceLandmarker, FaceMesh
-from edge_anime.pipeline import JobResult
 from tests.conftest import style_with
 from tests.facesets import groups
 

@@ -36,8 +36,8 @@ from test_service import (
 )
 from test_watch_core import fill
 
-from edge_anime import naming
 from edge_anime.cli import main
+from edge_anime.core import naming
 
 
 @pytest.fixture

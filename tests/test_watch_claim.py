@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from edge_anime.config import WatchSection
+from edge_anime.core.naming import suffixed
 from edge_anime.errors import ConfigError
 from edge_anime.fsutil import TEMP_PREFIX
-from edge_anime.naming import suffixed
 from edge_anime.watch.claim import (
     WorkerDir,
     adopt_orphans,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from edge_anime import naming
 from edge_anime.config import Config
+from edge_anime.core import naming
 from edge_anime.errors import InputError, ModelError, TransientError
 from edge_anime.fsutil import write_atomic
 from edge_anime.inputs import InputFilter

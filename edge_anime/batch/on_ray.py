@@ -28,7 +28,7 @@ from .work import Outcome, stylize_items
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..stylizer import Stylizer
+    from ..core.stylizer import Stylizer
 
 log = logging.getLogger(__name__)
 CALLS_PER_ACTOR = 2  # batches an actor runs at once, so its pipeline is fed across a batch's end
@@ -38,14 +38,13 @@ class StylizeActor:
     """One per node by default: holds a Stylizer for the whole job (Ray Data builds it once per actor)."""
 
     def __init__(self, config: Config, style: str, cpus: float) -> None:
-        from ..stylizer import Stylizer
+        from ..core.stylizer import Stylizer
 
         self.style = style
         self.stylizer: Stylizer = Stylizer(within_reservation(config, cpus))
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[Any]]:
-        items = [Item(str(src), str(dst), bool(clip)) for src, dst, clip in
-                 zip(batch["src"], batch["dst"], batch["clip"])]
+        items = [Item(str(src), str(dst)) for src, dst in zip(batch["src"], batch["dst"])]
         rows = [outcome.row() for outcome in stylize_items(self.stylizer, items, style=self.style)]
         return {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import naming
+from ..core import naming
 from ..fsutil import TEMP_ID_CHARS, TEMP_PREFIX
 from ..inputs import InputFilter, Source
 
@@ -30,14 +30,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Item:
     """One input and where its output goes; absolute paths as text, so a Ray worker on another node reads the
-    same files through the shared filesystem. ``clip``: a video (``video.extensions``), run frame by frame."""
+    same files through the shared filesystem. Photo or clip is the Stylizer's to tell (``submit_file``)."""
 
     src: str
     dst: str
-    clip: bool = False
 
     def row(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "clip": self.clip}
+        return {"src": self.src, "dst": self.dst}
 
 
 @dataclass
@@ -58,8 +57,6 @@ def make_plan(sources: Sequence[Source], out_dir: Path, config: Config, *, style
     """Each source's output path under ``out_dir`` (its sub-folder mirrored), by the template and the input's
     folder (``naming.SourceNames``, with ``accept`` the folder rule for inputs): a name on disk does not move
     it, it marks it done."""
-    from ..video import is_clip
-
     plan = Plan()
     taken: set[Path] = set()
     root = out_dir.resolve()
@@ -74,7 +71,7 @@ def make_plan(sources: Sequence[Source], out_dir: Path, config: Config, *, style
                                        ext=ext, is_free=functools.partial(_untaken, folder, taken))
         dst = naming.child(folder, name)
         taken.add(dst)
-        item = Item(str(source.path.resolve()), str(dst), is_clip(source.path.name, config.video))
+        item = Item(str(source.path.resolve()), str(dst))
         (plan.done if os.path.lexists(dst) else plan.todo).append(item)
         if source_name != source.path.name and item in plan.todo:  # said on the run that writes its own name
             plain = folder / names.plain(source.path)

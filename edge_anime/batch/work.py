@@ -24,7 +24,7 @@ from .plan import Item
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..stylizer import FileResult, Stylizer
+    from ..core.stylizer import FileResult, Stylizer
 
 Status = Literal["written", "skipped", "failed"]
 
@@ -106,7 +106,7 @@ def _outcome(item: Item, error: BaseException | None, seconds: float, worker: st
 def run_local(config: Config, items: Sequence[Item], *, style: str,
               on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """``batch`` without ``--ray``: the same items on one Stylizer in this process."""
-    from ..stylizer import Stylizer
+    from ..core.stylizer import Stylizer
 
     with Stylizer(config) as stylizer:
         return stylize_items(stylizer, items, style=style, on_outcome=on_outcome)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(config, unwritable=note)
     check_token_file(config.http.auth_token_file, unreadable=note)
-    from ..stylizer import style_specs
+    from ..core.stylizer import style_specs
 
     more = list(style_specs(config))[1:]  # every style resolves (errors name the file and key) and reads too
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import naming
+from ..core import naming
 from ..errors import (
     EXIT_CANTCREAT,
     EXIT_FAILURES,
@@ -45,7 +45,7 @@ from . import add_config_option
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..pipeline import Job, JobResult
+    from ..core.pipeline import Job, JobResult
     from ..video.job import ClipResult
 
 NAMES_SHOWN = 5  # outputs named in the end line about suffixed or replaced names; the rest are counted
@@ -91,7 +91,7 @@ def output_path(source: Source, out_dir: Path, config: Config, *, style: str, ta
     ``names``: the name the output is rendered from (``naming.SourceNames``, batch's rule too); without it,
     the input's own.
 
-    The watch folder's rule (edge_anime/naming.py), so both spell clashes, long names and templates alike.
+    The watch folder's rule (edge_anime/core/naming.py), so both spell clashes, long names and templates alike.
     """
     folder = out_dir / source.subdir
     template, ext = config.output.name_template, naming.output_extension(config, source.path)
@@ -291,7 +291,7 @@ def _unknown_style(style: str, specs: dict[str, str], config: Config) -> str:
 def chosen_style(config: Config, requested: str | None) -> str:
     """``--style`` (default: ``model.path``'s style), checked to be served and to fit the output template;
     every served style is resolved first, so a missing one names its config key before any work."""
-    from ..stylizer import style_specs
+    from ..core.stylizer import style_specs
 
     specs = style_specs(config)
     style = requested or next(iter(specs))
@@ -306,7 +306,7 @@ def _stylize_all(config: Config, jobs: list[Job], *, style: str, progress: bool)
     pipeline of decode threads, async inference and encoders, and its clip lane): every file through
     ``Stylizer.run_jobs``, which tells photos from clips (``submit_file``); the results come back in the order
     of ``jobs``, under one bar of files."""
-    from ..stylizer import Stylizer
+    from ..core.stylizer import Stylizer
 
     with Stylizer(config) as stylizer:
         return stylizer.run_jobs(jobs, style=style, progress=progress)
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, folders: MadeFolders) -> int:
     from ..config import load_config
-    from ..pipeline import Job
+    from ..core.pipeline import Job
 
     config = load_config(args.config)
     style = chosen_style(config, args.style)

@@ -8,32 +8,68 @@ is still a dependency, it only hides it from Python's own cycle error.
 
 The layers, lowest first. A module may import its own layer and any layer below, never one above; inside a
 layer, modules must still not import each other in a circle.
+
+The same map draws the layer table of docs/architecture.md: ``python -m edge_anime.devtools.layers --markdown``
+writes it between the ``LAYERS_BEGIN`` and ``LAYERS_END`` marks there, and tests/test_layers.py fails while the
+doc's table differs from ``markdown_table``, so the picture a newcomer reads is the one the check enforces
+(before, the doc drew 12 layers by hand where the check had 13).
 """
 from __future__ import annotations
 
+import argparse
 import ast
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "edge_anime"
+DOC = Path("docs") / "architecture.md"  # under the checkout's root
+LAYERS_BEGIN = "<!-- layers: begin (python -m edge_anime.devtools.layers --markdown writes this table) -->"
+LAYERS_END = "<!-- layers: end -->"
 
-# (layer, module prefixes under edge_anime). A prefix names a module or a whole subpackage.
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("errors", "fsutil", "yamlload", "locations", "logs", "ticking", "progressbar", "rayaddress", "_bundled")),
-    ("settings", ("config", "inputs", "preflight")),
-    ("imaging", ("imaging",)),
-    ("styles", ("models",)),
-    ("runtime", ("runtime",)),
-    ("faces", ("faces",)),
-    ("core", ("pipeline", "video", "naming", "stylizer")),
-    ("watch", ("watch",)),
-    ("batch", ("batch",)),
-    ("http", ("http",)),
-    ("measure", ("measure",)),
-    ("service", ("service",)),
-    ("entry", ("commands", "cli", "__main__", "devtools", "")),  # "" is the package itself: the public API
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: its module prefixes under edge_anime (a prefix names a module or a whole subpackage; "" is
+    the package itself, the public API), and what its rooms hold, for the doc's table."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    about: str
+
+
+LAYERS: tuple[Layer, ...] = (
+    Layer("base", ("errors", "fsutil", "yamlload", "locations", "logs", "ticking", "progressbar", "rayaddress",
+                   "_bundled"),
+          "the error taxonomy and exit statuses, temp+rename writes, YAML reading, where things live, the log "
+          "format every command shares, a ticking thread, the progress bar, the Ray address, the bundled data"),
+    Layer("settings", ("config", "inputs", "preflight"),
+          "the config schema with key-path errors; which files are inputs; filesystem checks before a start"),
+    Layer("imaging", ("imaging",),
+          "decode (allow-list, guards, EXIF, modes, ICC), target/geometry/fullres (sizes), planner, encoder (one "
+          "encoder for files, HTTP and the API), tone, palette, guided upscale"),
+    Layer("styles", ("models",), "manifests, digests, variants: a style name -> its verified IR files"),
+    Layer("runtime", ("runtime",),
+          "the OpenVINO side: engine (compile, shape cache), choice (the measured variant and precision), "
+          "shortlist, timing, isolated (a function in a child process), readback, two_pass (full resolution in "
+          "tiles), host (cores, huge pages)"),
+    Layer("faces", ("faces",),
+          "the face detector, the aligned crop and the feathered paste, the pass in the pipeline, faces followed "
+          "across a clip's frames; the face mesh and the drawn anime features (portrait)"),
+    Layer("core", ("core", "video"),
+          "core/: stylizer (the one door: styles -> variant -> engine -> pipeline, one verb for a file, photo or "
+          "clip), pipeline (decode threads -> async inference -> encode threads, bounded), naming (the one "
+          "naming rule); video/: a clip's header limits, frames through the same pipeline, writer, flicker blend"),
+    Layer("watch", ("watch",), "the folder state machine: detect, settle, claim, commit, recover (core + handler)"),
+    Layer("batch", ("batch",), "a batch's plan (exactly once) and its work, on this box or on Ray actors"),
+    Layer("http", ("http",), "the ASGI app: admission, bodies, connections, the page, the booth, live frames"),
+    Layer("measure", ("measure",),
+          "throughput (bench: a Stylizer measured on real files), sweep (tune: coordinate descent)"),
+    Layer("service", ("service",),
+          "the process shell: signals, sd_notify, reload, status file, metrics, accounting, the clips' side"),
+    Layer("entry", ("commands", "cli", "__main__", "devtools", ""),
+          "the command line (cli, commands/), the developer checks (devtools/), and edge_anime itself: the "
+          "Python API"),
 )
 
 
@@ -61,8 +97,8 @@ def modules(root: Path) -> dict[str, Path]:
 def layer_of(module: str) -> int:
     """Index of the module's layer in ``LAYERS``; the longest matching prefix wins."""
     best, best_len = -1, -1
-    for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes:
+    for index, layer in enumerate(LAYERS):
+        for prefix in layer.prefixes:
             matches = module == prefix or (prefix and module.startswith(prefix + "."))
             if matches and len(prefix) > best_len:
                 best, best_len = index, len(prefix)
@@ -163,23 +199,83 @@ def check(root: Path) -> list[str]:
     all_edges = edges(root)
     lines = []
     for e in upward(all_edges):
-        lines.append(f"{e.path.relative_to(root)}:{e.line}: edge_anime.{e.source} ({LAYERS[layer_of(e.source)][0]}) "
-                     f"imports edge_anime.{e.target or '(package)'} ({LAYERS[layer_of(e.target)][0]}), a layer above")
+        lines.append(f"{e.path.relative_to(root)}:{e.line}: edge_anime.{e.source} ({LAYERS[layer_of(e.source)].name}) "
+                     f"imports edge_anime.{e.target or '(package)'} ({LAYERS[layer_of(e.target)].name}), a layer above")
     for group in cycles(all_edges):
         names = " -> ".join(f"edge_anime.{m}" for m in group)
         lines.append(f"cycle: {names}")
+    known = modules(root)
+    for layer in LAYERS:
+        for prefix in layer.prefixes:
+            if prefix not in known:  # a room moved or gone: the map (and the doc's table) would name it still
+                lines.append(f"layer {layer.name}: edge_anime.{prefix} is no module or package; update LAYERS "
+                             f"in {Path(__file__).name}")
     return lines
 
 
+def rooms(root: Path, layer: Layer) -> list[str]:
+    """The layer's rooms as the tree has them: ``name/`` for a package, ``name`` for a module, ``edge_anime``
+    for the package itself."""
+    found = modules(root)
+    shown = []
+    for prefix in layer.prefixes:
+        if prefix not in found:
+            continue
+        if prefix == "":
+            shown.append(PACKAGE)
+        else:
+            shown.append(f"{prefix}/" if found[prefix].name == "__init__.py" else prefix)
+    return shown
+
+
+def markdown_table(root: Path) -> str:
+    """docs/architecture.md's layer table, from ``LAYERS`` and the tree: the top layer first, as the doc reads
+    (an entry point at the top, the base at the bottom)."""
+    lines = ["| layer | rooms | what they hold |", "| --- | --- | --- |"]
+    for layer in reversed(LAYERS):
+        names = ", ".join(f"`{room}`" for room in rooms(root, layer))
+        lines.append(f"| {layer.name} | {names} | {layer.about} |")
+    return "\n".join(lines) + "\n"
+
+
+def doc_table(text: str) -> str | None:
+    """The table between the marks of docs/architecture.md's text; None when the marks are missing."""
+    begin, end = text.find(LAYERS_BEGIN), text.find(LAYERS_END)
+    if begin < 0 or end < begin:
+        return None
+    return text[begin + len(LAYERS_BEGIN):end].strip("\n") + "\n"
+
+
+def write_doc(root: Path) -> bool:
+    """Put ``markdown_table`` between the marks of docs/architecture.md; True when the file changed."""
+    path = root / DOC
+    text = path.read_text(encoding="utf-8")
+    if doc_table(text) is None:
+        raise SystemExit(f"layers: {path} has no {LAYERS_BEGIN!r} ... {LAYERS_END!r} block to write the table into")
+    begin, end = text.index(LAYERS_BEGIN) + len(LAYERS_BEGIN), text.index(LAYERS_END)
+    new = f"{text[:begin]}\n{markdown_table(root)}{text[end:]}"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 when the layers hold, 1 with the findings otherwise."""
-    args = sys.argv[1:] if argv is None else argv
-    root = Path(args[0]) if args else Path(__file__).resolve().parents[2]
+    """Exit 0 when the layers hold, 1 with the findings otherwise; ``--markdown`` writes the doc's table too."""
+    parser = argparse.ArgumentParser(prog="python -m edge_anime.devtools.layers", description=__doc__.split("\n")[0])
+    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parents[2],
+                        help="the checkout's root (the folder that holds edge_anime/)")
+    parser.add_argument("--markdown", action="store_true",
+                        help=f"write the layer table into {DOC} (between its marks) from the same map")
+    args = parser.parse_args(argv)
+    root: Path = args.root
     findings = check(root)
     for line in findings:
         print(line)
     count = len(modules(root))
     print(f"layers: {count} modules in {len(LAYERS)} layers, {len(findings)} finding(s)")
+    if args.markdown:
+        changed = write_doc(root)
+        print(f"layers: {root / DOC} {'updated' if changed else 'already current'}")
     return 1 if findings else 0
 
 

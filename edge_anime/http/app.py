@@ -43,11 +43,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..config import Config
+from ..core.stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
 from ..errors import InputError, TransientError, UserError
 from ..imaging.decoded import Decoded
 from ..imaging.decoder import decode_header
 from ..imaging.encoder import EXT_BY_CONFIG_FORMAT
-from ..stylizer import MEMORY_LABEL, Encoded, Stylizer, StylizerClosed
 from .body import Pace, Reservation, Upload, declared_length, read_upload
 from .booth import BoothStore, booth_routes
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError

@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Route
 from .errors import BYTES_PER_MB, HttpError
 
 if TYPE_CHECKING:
-    from ..stylizer import Encoded
+    from ..core.stylizer import Encoded
     from .state import HttpState
 
 ID_BYTES = 12  # 96 random bits, 16 URL-safe characters: short enough to type, far too many to guess

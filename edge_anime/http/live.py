@@ -43,7 +43,7 @@ from .front import check_host, check_origin
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..stylizer import Stylizer
+    from ..core.stylizer import Stylizer
     from .state import HttpState
 
 log = logging.getLogger("edge_anime.http")
@@ -94,7 +94,7 @@ class LiveHub:
     def stylizer(self) -> Stylizer:
         """The frames' Stylizer, built (compiled) on first use and again once a reload changed the config;
         in a worker thread: a compile takes seconds."""
-        from ..stylizer import Stylizer
+        from ..core.stylizer import Stylizer
 
         config = self.service.config
         with self._build_lock:  # not the count's lock: the event loop takes that one, never for a compile
@@ -175,7 +175,7 @@ class Session:
             self.frames_out += 1
 
     def _stylize(self, frame: bytes) -> bytes:
-        from ..pipeline import Job
+        from ..core.pipeline import Job
 
         stylizer = self.hub.stylizer()
         result = stylizer.submit(Job(src=FRAME_LABEL, dst=None, data=frame, encode_as="jpg", palette=False),

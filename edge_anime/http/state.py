@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.requests import HTTPConnection
 
 from ..config import Config
+from ..core.stylizer import Stylizer
 from ..errors import UserError
-from ..stylizer import Stylizer
 from .body import BodyBudget
 from .connections import ConnectionGuard
 from .errors import BYTES_PER_MB, RETRY_AFTER_SECONDS, HttpError

@@ -26,12 +26,12 @@ import psutil
 from pydantic import BaseModel, ValidationError
 
 from ..config import Config, WatchSection, format_validation_error
+from ..core.pipeline import STAGES, Job, JobResult, stage_threads
+from ..core.stylizer import Stylizer
 from ..errors import BYTES_PER_MB, ConfigError, UserError
 from ..imaging.encoder import image_extension
 from ..inputs import InputFilter
-from ..pipeline import STAGES, Job, JobResult, stage_threads
 from ..runtime.host import usable_cores
-from ..stylizer import Stylizer
 
 log = logging.getLogger(__name__)
 SectionT = TypeVar("SectionT", bound=BaseModel)

@@ -20,7 +20,7 @@ from ..logs import FIELDS_ATTR, log_name
 from ..watch.claim import Claim
 
 if TYPE_CHECKING:
-    from ..stylizer import FileResult, Stylizer
+    from ..core.stylizer import FileResult, Stylizer
     from ..video.job import Progress
 
 log = logging.getLogger("edge_anime.video")

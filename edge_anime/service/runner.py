@@ -2,7 +2,7 @@
 
 The shell owns the process: signals (flags read between steps), sd_notify, the status file, metrics, logs,
 reload and shutdown. Every decision about files is the core's. Pictures run through the one ``Stylizer``
-(edge_anime/stylizer.py), the same object the Python API and the HTTP service use: the default style and the
+(edge_anime/core/stylizer.py), the same object the Python API and the HTTP service use: the default style and the
 styles of ``model.styles``, each compiled on first use; a first-level inbox folder named after a style routes
 its files to that style (``inputs.InputFilter``). One thread (the main one) calls
 ``core.step``; the pipeline's threads only hand results to ``core.done``, so the core never sees two threads.
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import WATCH_FOLDERS, Config, ModelSection, is_loopback, load_config
+from ..core.naming import child
 from ..errors import ConfigError, UserError
 from ..fsutil import TEMP_PREFIX
 from ..inputs import InputFilter
 from ..logs import setup_logging
-from ..naming import child
 from ..preflight import check_paths
 from ..ticking import ticking
 from ..watch.claim import Claim, WorkerDir
@@ -43,9 +43,9 @@ from .signals import Flags
 from .status_file import Status, write_status
 
 if TYPE_CHECKING:
+    from ..core.stylizer import FileResult, Stylizer
     from ..http.server import ServerThread
     from ..http.state import HttpState
-    from ..stylizer import FileResult, Stylizer
 
 log = logging.getLogger("edge_anime.service")
 
@@ -168,7 +168,7 @@ class WatchService:
     def _new_stylizer(self, config: Config) -> Stylizer:
         """The default style's variant and precision chosen for this box (measured once, then cached) and
         compiled; every style checked (manifest, digests) so a missing one stops the start here (exit 78)."""
-        from ..stylizer import Stylizer
+        from ..core.stylizer import Stylizer
 
         return Stylizer(config)
 

@@ -39,6 +39,7 @@ from PIL import Image
 
 from .. import imaging
 from ..config import Config
+from ..core.pipeline import Job, JobResult, Pipeline
 from ..errors import InputError, TransientError
 from ..faces.detect import Face
 from ..faces.track import FaceTrack
@@ -47,7 +48,6 @@ from ..imaging.decoder import DRAFT_REDUCING_GAP
 from ..imaging.geometry import MIN_SIDE_PX
 from ..imaging.target import target_size
 from ..imaging.tone import ToneTrack
-from ..pipeline import Job, JobResult, Pipeline
 from .hdr import grade
 from .header import ClipInfo, check_limits, open_input, read_info
 from .retime import REORDER_DEPTH, Retimer, frame_step

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.naming import child
 from ..fsutil import write_atomic
-from ..naming import child
 from .claim import Claim, WorkerDir, adopt_orphans, load_claim, remove_stale_temps, save_record, sweep_names
 from .faults import Kind, StyleFault, classify, describe
 from .handler import Handler, Outcome, Verdict

@@ -18,8 +18,8 @@ import enum
 import errno
 import os
 
+from ..core.naming import UnsafeNameError
 from ..errors import InputError, TransientError
-from ..naming import UnsafeNameError
 
 # errno values that belong to the input's name, not to the box: retrying cannot change them.
 INPUT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.EILSEQ})

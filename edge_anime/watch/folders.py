@@ -15,8 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import naming
 from ..config import WATCH_FOLDERS, Config, WatchSection
+from ..core import naming
 from ..errors import ConfigError
 from ..inputs import InputFilter
 

@@ -2,7 +2,7 @@
 
 Knows no threads, queues or clocks (watchdog's handler rule): the watch core calls ``prepare`` before it
 submits a job, ``succeed`` or ``fail`` when it ends (the core alone decides which, watch/faults.py), and
-``recover`` for claims found at start. Every name goes through edge_anime/naming.py.
+``recover`` for claims found at start. Every name goes through edge_anime/core/naming.py.
 Every step writes what it decided into the claim record before acting, so a crash at any point is finished
 by ``recover`` the same way it would have been finished without the crash.
 """
@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import naming
 from ..config import Config
+from ..core import naming
 from ..fsutil import write_atomic
 from ..inputs import InputFilter
 from .claim import Claim, WorkerDir, release_name, remove_stale_temps, reserve_name, save_record

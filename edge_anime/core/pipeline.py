@@ -36,25 +36,25 @@ import numpy as np
 import openvino as ov
 from PIL import Image
 
-from . import imaging
-from .config import Config
-from .errors import TransientError
-from .fsutil import write_atomic
-from .imaging.decoded import Decoded
-from .imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
-from .imaging.encoder import FORMAT_BY_EXT
-from .imaging.palette import apply_palette
-from .imaging.tiling import pad_to
-from .imaging.tone import restore_tone
-from .inputs import read_regular
-from .models import ModelInfo, PaletteSpec, ToneSpec
-from .runtime.engine import Engine
-from .runtime.host import usable_cores
+from .. import imaging
+from ..config import Config
+from ..errors import TransientError
+from ..fsutil import write_atomic
+from ..imaging.decoded import Decoded
+from ..imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
+from ..imaging.encoder import FORMAT_BY_EXT
+from ..imaging.palette import apply_palette
+from ..imaging.tiling import pad_to
+from ..imaging.tone import restore_tone
+from ..inputs import read_regular
+from ..models import ModelInfo, PaletteSpec, ToneSpec
+from ..runtime.engine import Engine
+from ..runtime.host import usable_cores
 
 if TYPE_CHECKING:
-    from .faces.detect import Face
-    from .faces.restyle import FaceRestyler
-    from .runtime.two_pass import TwoPass
+    from ..faces.detect import Face
+    from ..faces.restyle import FaceRestyler
+    from ..runtime.two_pass import TwoPass
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +204,13 @@ class Pipeline:
         self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
         self._twopass: TwoPass | None = None  # for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
-            from .runtime.two_pass import TwoPass
+            from ..runtime.two_pass import TwoPass
 
             self._twopass = TwoPass(engine)
             self._twopass.prepare()
         self.faces: FaceRestyler | None = None  # image.faces: auto (edge_anime.faces)
         if config.image.faces == "auto":
-            from .faces.restyle import FaceRestyler
+            from ..faces.restyle import FaceRestyler
 
             self.faces = FaceRestyler(config, face_engine if face_engine is not None else engine)
         self._state = threading.Condition()

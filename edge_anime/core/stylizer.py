@@ -43,20 +43,20 @@ from typing import TYPE_CHECKING, Any, Union
 
 from PIL import Image
 
-from .config import Config, load_config
-from .errors import InputError, ModelError, UserError
-from .imaging.decoder import decode_header
-from .imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, image_extension, same_format_extension
-from .inputs import read_regular
-from .models import ModelInfo, resolve_model
+from ..config import Config, load_config
+from ..errors import InputError, ModelError, UserError
+from ..imaging.decoder import decode_header
+from ..imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, image_extension, same_format_extension
+from ..inputs import read_regular
+from ..models import ModelInfo, resolve_model
+from ..runtime.engine import Engine
 from .naming import check_style
 from .pipeline import Job, JobResult, Pipeline, TileCallback, in_flight_slots
-from .runtime.engine import Engine
 
 if TYPE_CHECKING:
-    from .config import VideoSection
-    from .imaging.decoded import Decoded
-    from .video.job import ClipResult, Progress
+    from ..config import VideoSection
+    from ..imaging.decoded import Decoded
+    from ..video.job import ClipResult, Progress
 
 FileResult = Union[JobResult, "ClipResult"]  # what ``submit_file``'s future holds: a photo's or a clip's result
 
@@ -244,7 +244,7 @@ class Stylizer:
         Returns at once (a photo blocks while the in-flight slots are taken). The style is compiled before
         anything is queued, so a style that cannot be served raises here, as ``submit`` does (UserError,
         StylizerClosed); the future's result never raises: the file's own failure is its ``error``."""
-        from .video import is_clip
+        from ..video import is_clip
 
         src, dst = Path(src), Path(dst)
         settings = self.config.video if video is None else video
@@ -360,8 +360,8 @@ class Stylizer:
         The clip's own failures are in the result's ``error``, never raised, as in ``run_jobs``; a style that
         cannot be served raises as ``stylize`` does (UserError, StylizerClosed), before any frame. ``cancel``,
         ``on_frame`` and ``video`` as in ``submit_file``. Needs the ``video`` extra."""
-        from .progressbar import TerminalBar
-        from .video.job import ClipResult
+        from ..progressbar import TerminalBar
+        from ..video.job import ClipResult
 
         shown = TerminalBar(unit="frame", desc=Path(src).name) if progress else None
         bar = shown.bar if shown is not None else None
@@ -524,7 +524,7 @@ class Stylizer:
         return _Compiled(model, compiled_engine, pipeline, owned=owned, face_engine=face_engine)
 
     def _open_engine(self, spec: str) -> tuple[ModelInfo, Engine]:
-        from .runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
+        from ..runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
 
         model_config = self.config.model.model_copy(update={"path": spec})
         return open_engine(self.config.model_copy(update={"model": model_config}))
@@ -546,7 +546,7 @@ class _Bar:
     of the clip in work (tqdm takes a fractional count). Ticked from pipeline threads, so under a lock."""
 
     def __init__(self, total: int) -> None:
-        from .progressbar import TerminalBar
+        from ..progressbar import TerminalBar
 
         self._shown = TerminalBar(total, unit="img")
         self._bar = self._shown.bar
@@ -610,7 +610,7 @@ class _ClipLane:
             cancel: threading.Event | None, on_frame: Callable[[Progress], None] | None) -> ClipResult:
         """One clip on the lane's thread; what it raises (a bug) is its result's error, never the lane's end:
         every later clip would wait forever."""
-        from .video.job import ClipResult, ClipStopped, Progress, stylize_clip
+        from ..video.job import ClipResult, ClipStopped, Progress, stylize_clip
 
         if cancel is not None and cancel.is_set():  # stopped while it waited: untouched, not started
             error = ClipStopped(f"{src}: stopped before the clip was started; it will be done again", stage="video")

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ModelError
-from .fsutil import TEMP_OVERHEAD_BYTES
+from ..errors import ModelError
+from ..fsutil import TEMP_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
-    from .config import Config
+    from ..config import Config
 
 NAME_MAX_BYTES = 255          # Linux NAME_MAX on every filesystem we write to (ext4, xfs, btrfs, tmpfs, nfs)
 MAX_SUFFIX = 10_000           # clashes tried before giving up on a name
@@ -40,8 +40,8 @@ OUTPUT_MAX_BYTES = NAME_MAX_BYTES - TEMP_OVERHEAD_BYTES
 def output_extension(config: Config, src: Path) -> str:
     """The extension of ``src``'s output: ``mp4`` for a clip, else what ``output.format`` says for a photo.
     Imported here, not above: every command's module imports ``naming``, and ``--help`` needs no Pillow."""
-    from .imaging.encoder import image_extension
-    from .video import OUTPUT_EXTENSION, is_clip
+    from ..imaging.encoder import image_extension
+    from ..video import OUTPUT_EXTENSION, is_clip
 
     return OUTPUT_EXTENSION if is_clip(src.name, config.video) else image_extension(config.output, src)
 
