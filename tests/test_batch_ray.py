@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 from raycluster import RayCluster
 
 from edge_anime.errors import EXIT_OK
@@ -57,7 +58,7 @@ def test_batch_on_two_nodes_survives_a_lost_node_exactly_once(
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=cluster.client_env())
         try:
-            deadline = time.monotonic() + 180
+            deadline = time.monotonic() + scaled(180)
             while time.monotonic() < deadline and proc.poll() is None:
                 done = [p for p in out.glob(f"*_{STYLE}.jpg") if not p.name.startswith(TEMP_PREFIX)] \
                     if out.exists() else []
@@ -66,7 +67,7 @@ def test_batch_on_two_nodes_survives_a_lost_node_exactly_once(
                 time.sleep(0.05)
             assert proc.poll() is None, f"the job ended before a node could be lost: {proc.communicate()}"
             cluster.nodes[1].kill()
-            stdout, stderr = proc.communicate(timeout=300)
+            stdout, stderr = proc.communicate(timeout=scaled(300))
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -78,7 +79,7 @@ def test_batch_on_two_nodes_survives_a_lost_node_exactly_once(
 
         # The same command again, on the node that is left: nothing to do, nothing written.
         before = _mtimes(out)
-        again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
+        again = subprocess.run(command, capture_output=True, text=True, timeout=scaled(300), check=False,
                                env=cluster.client_env())
         assert again.returncode == EXIT_OK, again.stderr[-3000:]
         assert f"{count} of {count} input(s) already done" in again.stdout
@@ -132,14 +133,14 @@ def test_ray_local_starts_its_own_cluster_and_its_metrics_listen_on_loopback(
                             text=True, env={**os.environ, "RAY_ADDRESS": nobody})
     exposed: set[str] = set()
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + scaled(240)  # reached: the batch is killed (-9)
         while proc.poll() is None and time.monotonic() < deadline:
             exposed.update(_metrics_listeners_off_loopback(proc.pid))
             time.sleep(0.5)  # a look every half second while the cluster lives; the exit ends the loop
     finally:
         if proc.poll() is None:
             proc.kill()
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=scaled(60))
     assert proc.returncode == EXIT_OK, err[-3000:]
     assert len([p for p in out.glob(f"*_{STYLE}.jpg") if not p.name.startswith(TEMP_PREFIX)]) == 12
     assert exposed == set(), exposed
