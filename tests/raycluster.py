@@ -162,7 +162,7 @@ class RayCluster:
                 continue
         psutil.wait_procs(procs, timeout=10)
         for node in self.nodes:
-            node.starter.wait(timeout=10)
+            node.starter.wait(timeout=scaled(10))
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> RayCluster:

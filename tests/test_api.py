@@ -39,7 +39,7 @@ def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=scaled(300), check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "('toon',)"
     assert Image.open(tmp_path / "out_toon.png").size == (96, 64)
@@ -223,7 +223,8 @@ def test_dev_zero_is_refused_instead_of_filling_the_memory(write_config: Callabl
             except BaseException as exc:
                 print("other:", type(exc).__name__, exc)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120),
+                          check=False)
     assert "refused: /dev/zero: is a character device, not a regular file" in proc.stdout, proc.stdout + proc.stderr
 
 

@@ -128,7 +128,7 @@ def test_batch_killed_with_sigkill_resumes_exactly_once(
             time.sleep(0.02)
         assert proc.poll() is None, f"finished before it could be killed: {proc.communicate()}"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
     finally:
         if proc.poll() is None:
             proc.kill()

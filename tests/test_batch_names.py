@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from conftest import REPO_ROOT, mounted_tmpfs
 from edge_anime.errors import EXIT_CANTCREAT, EXIT_FAILURES, EXIT_IOERR, EXIT_OK
@@ -28,7 +29,7 @@ PAGE = 4096
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "edge_anime", *map(str, args)], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=scaled(300), check=False)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -209,7 +210,7 @@ def _on_a_terminal(*args: str | Path) -> tuple[int, str]:
             chunks.append(data)
     finally:
         os.close(main_fd)
-        status = proc.wait(timeout=300)
+        status = proc.wait(timeout=scaled(300))
     return status, b"".join(chunks).decode(errors="replace")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from conftest import REPO_ROOT
 from edge_anime.cli import main
@@ -19,7 +20,7 @@ from edge_anime.errors import EXIT_CONFIG, EXIT_USAGE
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "edge_anime", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=scaled(120))
 
 
 def test_help_lists_the_commands() -> None:
@@ -40,7 +41,7 @@ def test_console_script_is_installed() -> None:
     script = shutil.which("edge-anime", path=str(Path(sys.executable).parent))
     if script is None:
         pytest.skip("edge-anime console script not installed in this environment (pip install -e .)")
-    proc = subprocess.run([script, "stylize", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([script, "stylize", "--help"], capture_output=True, text=True, timeout=scaled(60))
     assert proc.returncode == 0 and "-o DIR" in proc.stdout and "--recursive" in proc.stdout
 
 
@@ -68,7 +69,8 @@ def test_cli_and_stylize_modules_import_no_heavy_libraries() -> None:
         build_parser()
         print(json.dumps(sorted(m for m in ("torch", "nncf", "openvino") if m in sys.modules)))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=scaled(60))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
 
@@ -104,7 +106,8 @@ def test_runtime_commands_run_without_openvinos_converter(tmp_path: Path, make_p
     photo, out = make_photo("a.jpg", 64, 48), tmp_path / "out"
     proc = subprocess.run([sys.executable, "-c", script, "stylize", str(photo), "-o", str(out),
                            "--config", str(write_config())], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "EDGE_ANIME_HUGE_PAGES": "0"})  # no re-exec: one process
+                          timeout=scaled(120),
+                          env={**os.environ, "EDGE_ANIME_HUGE_PAGES": "0"})  # no re-exec: one process
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"openvino": True, "ovc": "None"}
     assert [p.name for p in out.iterdir()] == ["a_randgen.jpg"]

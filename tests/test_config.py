@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from deadlines import scaled
 
 from conftest import REPO_ROOT, mounted_tmpfs
 from edge_anime.cli import main
@@ -259,7 +260,7 @@ def test_check_in_a_real_process(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("image:\n  resize: stretch\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(bad)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=scaled(60))
     assert proc.returncode == EXIT_CONFIG and "image.resize: expected 'keep'" in proc.stderr
 
 
@@ -285,7 +286,7 @@ def test_an_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path, capsys: 
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
     proc = subprocess.run([sys.executable, "-c", limit + "from edge_anime.cli import main; "
                            f"raise SystemExit(main(['config', 'check', {str(path)!r}]))"],
-                          capture_output=True, text=True, timeout=30, check=False)
+                          capture_output=True, text=True, timeout=scaled(30), check=False)
     assert proc.returncode == EXIT_CONFIG, proc.stderr
     assert "more than 100,000 values once its aliases (*name) are expanded" in proc.stderr
     assert proc.stderr.count("\n") == 1
@@ -333,7 +334,7 @@ def test_run_refuses_an_unwritable_folder_before_it_starts(write_config: Callabl
     """The same check as `config check`, but `run` is the service's user: there it is an error, exit 78."""
     config_path = write_config({"watch": {"root": str(read_only_folder / "var")}})
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "run", "--config", str(config_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert proc.returncode == EXIT_CONFIG, proc.stdout + proc.stderr
     assert f"watch.root: {read_only_folder} is not writable by this user" in proc.stderr
 
@@ -410,7 +411,7 @@ def test_check_and_run_refuse_a_style_name_whose_folder_is_never_read(
     err = capsys.readouterr().err
     assert "model.styles[0]: " in err and message in err, err
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "run", "--config", str(config_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert proc.returncode == EXIT_CONFIG and message in proc.stderr, proc.stderr
     assert not (tmp_path / "watch" / "inbox" / style).exists()
 
@@ -429,18 +430,18 @@ def test_an_empty_folder_named_like_a_style_does_not_shadow_it(tmp_path: Path) -
     (tmp_path / "toon").mkdir()
     env = {k: v for k, v in os.environ.items() if k != ENV_CONFIG}
     bare = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert bare.returncode == 0 and "model toon" in bare.stdout, bare.stdout + bare.stderr
     here = tmp_path / "here.yaml"
     here.write_text("model:\n  path: ./toon\n", encoding="utf-8")
     pathlike = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(here)], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=120)
+                              env=env, capture_output=True, text=True, timeout=scaled(120))
     assert pathlike.returncode == EXIT_CONFIG and "manifest" in pathlike.stderr, pathlike.stderr
     (tmp_path / "mystyle").mkdir()
     mine = tmp_path / "mine.yaml"
     mine.write_text("model:\n  path: mystyle\n", encoding="utf-8")
     named = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(mine)], cwd=tmp_path,
-                           env=env, capture_output=True, text=True, timeout=120)
+                           env=env, capture_output=True, text=True, timeout=scaled(120))
     assert named.returncode == EXIT_CONFIG, named.stderr
     assert "a folder mystyle is in the current directory: write ./mystyle to use it" in named.stderr
 
@@ -462,6 +463,6 @@ def test_a_tab_and_a_list_items_error_are_named_with_their_file(tmp_path: Path) 
     styles.write_text("model:\n  styles: [nope]\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != ENV_CONFIG}
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "config", "check", str(styles)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == EXIT_CONFIG
     assert f"{styles.resolve()}: model.styles[0]: no installed model named 'nope'" in proc.stderr, proc.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from deadlines import scaled
 from PIL import Image
 
 torch = pytest.importorskip("torch")
@@ -196,7 +197,7 @@ def test_cli_convert_and_list_in_subprocesses(tmp_path: Path, seeded_checkpoint:
     done = subprocess.run(
         [sys.executable, "-m", "edge_anime", "convert", str(seeded_checkpoint), "--name", "cli", "--precision",
          "fp16", "--output", str(out), "--verify-count", "1", "--verify-size", "64x64", "--two-pass", "false"],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=scaled(300))
     assert done.returncode == 0, done.stderr
     assert "PSNR vs pytorch min" in done.stdout
     # progress: one line per step on stderr, each with the seconds since the start, in order (issue 29)
@@ -215,7 +216,8 @@ def test_cli_convert_and_list_in_subprocesses(tmp_path: Path, seeded_checkpoint:
         "print('HEAVY', heavy)\n"
         "sys.exit(status)\n"
     )
-    listed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    listed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT,
+                            timeout=scaled(120))
     assert listed.returncode == 0, listed.stderr
     assert "HEAVY []" in listed.stdout
     line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("cli "))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image
 from test_formats import _encoded, _patched_ispe
 
@@ -164,7 +165,8 @@ def test_item1_the_full_size_grid_bomb_is_refused_in_a_capped_process(tmp_path: 
         else:
             print("decoded")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120),
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("refused "), done.stdout
     _, seconds, reason = done.stdout.split(" ", 2)
@@ -195,7 +197,8 @@ def test_item1_libheif_itself_refuses_over_max_pixels(tmp_path: Path) -> None:
         except (RuntimeError, ValueError) as exc:
             print("refused:", " ".join(str(exc).split()))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120),
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     first, second = done.stdout.splitlines()
     assert first == "(64, 48)"

@@ -203,7 +203,7 @@ def test_shape_cache_mb_bounds_the_process_memory(random_ir: Path, tmp_path: Pat
     estimate's measure (which is what makes the estimate a measured figure, not a guess)."""
     def run(bound_mb: int) -> dict[str, float]:
         out = subprocess.run([sys.executable, "-c", _SHAPES_SCRIPT, str(random_ir), str(tmp_path / "ovcache"),
-                              str(bound_mb)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+                              str(bound_mb)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=scaled(300))
         assert out.returncode == 0, out.stderr[-2000:]
         return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 

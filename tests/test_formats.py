@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image, ImageOps
 
 from conftest import REPO_ROOT, decode_damaged, synthetic_photo
@@ -241,7 +242,8 @@ def test_the_base_install_reads_heic_with_pi_heif_and_writes_jpeg_for_same(tmp_p
               heif.writable("HEIF"), image_extension(OutputSection(format="same"), Path("a.heic")),
               type(decoded.rgb).__name__, "pi_heif" in sys.modules)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120),
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     fmt, same_shape, psnr, writable, same_ext, _kind, used_pi_heif = done.stdout.split()
     assert (fmt, same_shape, writable, same_ext, used_pi_heif) == ("HEIF", "True", "False", "jpg", "True")

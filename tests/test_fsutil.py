@@ -6,6 +6,8 @@ import sys
 import threading
 from pathlib import Path
 
+from deadlines import scaled
+
 from edge_anime.fsutil import locked
 
 
@@ -44,6 +46,6 @@ def test_another_process_is_kept_out_while_held(tmp_path: Path) -> None:
              "try:\n    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n"
              "    sys.exit(3)\n")
     with locked(lock):
-        held = subprocess.run([sys.executable, "-c", probe, str(lock)], timeout=60)
-    free = subprocess.run([sys.executable, "-c", probe, str(lock)], timeout=60)
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)], timeout=scaled(60))
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)], timeout=scaled(60))
     assert (held.returncode, free.returncode) == (3, 0)

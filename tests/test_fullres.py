@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image, ImageDraw
 
 from conftest import REPO_ROOT, synthetic_photo
@@ -359,7 +360,7 @@ def test_tiled_run_stays_within_the_memory_budget(full_config: Callable[..., Pat
         "s.close()\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=300, env={"EDGE_ANIME_HUGE_PAGES": "0", "PATH": "/usr/bin:/bin"})
+                          timeout=scaled(300), env={"EDGE_ANIME_HUGE_PAGES": "0", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["size"] == [800, 600], "tiled at full size, not the over-budget fallback"

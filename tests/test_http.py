@@ -376,15 +376,15 @@ def test_the_curl_line_of_the_docs_works(serve_here: Callable[..., Here], tmp_pa
     server = serve_here()
     command = line.replace("http://127.0.0.1:8080", server.url).replace("curl ", f"{curl} ", 1)
     (tmp_path / "photo.jpg").write_bytes(_jpeg(120, 80))
-    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60))
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     with Image.open(tmp_path / "out.jpg") as out:
         assert out.format == "JPEG" and out.size == (120, 80)
     (tmp_path / "photo.jpg").write_bytes(b"not a picture at all")
     refused = subprocess.run(["bash", "-c", command.replace(" || cat out.jpg", "")], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=scaled(60))
     assert refused.returncode == 22, refused.stderr  # curl's "HTTP error", not 0
-    shown = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=scaled(60))
     assert "error: 422" in shown.stderr and "not a JPEG" in _json(shown.stdout.encode())["detail"], shown
     status, _, body = server.request("/v1/stylize", data=b"{}", content_type="application/json")
     detail = _json(body)["detail"]
@@ -497,7 +497,7 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(serve: Callable[...
     server.proc.send_signal(signal.SIGTERM)
     for thread in threads:
         thread.join(timeout=120)
-    assert server.proc.wait(timeout=60) == 0, server.log.read_text()
+    assert server.proc.wait(timeout=scaled(60)) == 0, server.log.read_text()
     assert statuses == [200] * 8, statuses
 
 
@@ -632,7 +632,7 @@ def test_run_serves_http_beside_the_watch_folder_on_one_engine(write_config: Cal
         assert 'edge_anime_processed_total{style="randgen"} 1.0' in metrics
         assert "edge_anime_http_requests_total" in metrics
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0, log.read_text()
+        assert proc.wait(timeout=scaled(60)) == 0, log.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -675,7 +675,7 @@ def test_ready_is_sent_to_systemd_when_readyz_says_ready(write_config: Callable[
             assert Server(f"http://127.0.0.1:{port}", proc, log).request("/readyz")[0] == 200
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 0, log.read_text()
+            assert proc.wait(timeout=scaled(60)) == 0, log.read_text()
 
 
 def test_several_styles_over_http(serve_here: Callable[..., Here]) -> None:

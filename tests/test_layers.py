@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deadlines import scaled
+
 import edge_anime
 
 PACKAGE_DIR = Path(edge_anime.__file__).parent
@@ -14,7 +16,7 @@ PACKAGE_DIR = Path(edge_anime.__file__).parent
 
 def _layers(root: Path | None = None) -> subprocess.CompletedProcess[str]:
     args = [sys.executable, "-m", "edge_anime.devtools.layers", *([str(root)] if root else [])]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=scaled(60), check=False)
 
 
 def test_the_package_keeps_its_layers() -> None:
@@ -71,5 +73,6 @@ def test_the_modules_moved_into_core_keep_their_old_names() -> None:
             "from edge_anime import Stylizer\n"
             "from edge_anime.stylizer import Stylizer as Old\n"
             "assert Old is Stylizer\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120),
+                            check=False)
     assert result.returncode == 0, result.stderr

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 pytest.importorskip("torch")
 
@@ -344,7 +345,8 @@ def test_a_zip_bomb_checkpoint_is_refused_without_inflating_it(server: str, tmp_
         BOMB.append(_zip_bomb(small.getvalue()))
     assert len(BOMB[0]) < 8 << 20
     proc = subprocess.run([sys.executable, "-c", PEAK_RSS_MAIN, "models", "pull", f"{server}/bomb.pt", "--dest",
-                           str(tmp_path / "dest"), "--no-progress"], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "dest"), "--no-progress"], capture_output=True, text=True,
+                           timeout=scaled(120))
     err, _, peak = proc.stderr.rpartition("peak-rss-kb ")
     assert proc.returncode == EXIT_CONFIG, proc.stderr
     assert "unpacks to 10737420" in err and "a decompression bomb" in err and err.count("\n") == 1, err

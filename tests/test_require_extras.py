@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deadlines import scaled
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -19,7 +21,7 @@ def _run(folder: Path, *, require: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "--continue-on-collection-errors",
                            "-o", "addopts=", str(folder)], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=scaled(120))
 
 
 def test_a_skip_for_a_missing_extra_fails_in_ci_and_a_box_skip_does_not(tmp_path: Path) -> None:

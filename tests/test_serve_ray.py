@@ -211,7 +211,7 @@ def test_a_bad_config_exits_78_before_the_cluster_is_touched(tmp_path: Path) -> 
     """Validated first: an address with no cluster behind it would exit 75, so 78 means nothing was tried."""
     config = _bundled_config(tmp_path, ray={"serve": {"num_replicas": "two"}})
     done = subprocess.run([sys.executable, "-m", "edge_anime", "serve", "--ray", f"127.0.0.1:{free_port()}",
-                           "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
+                           "--config", str(config)], capture_output=True, text=True, timeout=scaled(60), check=False)
     assert done.returncode == 78, done.stderr
     assert "ray.serve.num_replicas" in done.stderr, done.stderr
 
@@ -221,7 +221,7 @@ def test_no_cluster_at_the_address_exits_75_at_once(tmp_path: Path) -> None:
     """Said in one line within seconds (ray.init alone would retry for minutes); 75: it may be up later."""
     config = _bundled_config(tmp_path)
     done = subprocess.run([sys.executable, "-m", "edge_anime", "serve", "--ray", f"127.0.0.1:{free_port()}",
-                           "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)
+                           "--config", str(config)], capture_output=True, text=True, timeout=scaled(60), check=False)
     assert done.returncode == 75, done.stderr
     assert "no Ray cluster answers there" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
@@ -232,7 +232,8 @@ def test_without_ray_the_error_names_the_extra(tmp_path: Path) -> None:
     config = _bundled_config(tmp_path)
     script = ("import sys; sys.modules['ray'] = None; from edge_anime.cli import main; "
               f"sys.exit(main(['serve', '--ray', 'auto', '--config', {str(config)!r}]))")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(60),
+                          check=False)
     assert done.returncode == 78, done.stderr
     assert "pip install 'edge-anime[ray]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

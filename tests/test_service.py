@@ -468,7 +468,7 @@ def test_bad_config_or_model_exits_78_with_one_line(
     }[case]
     cfg = config(overrides)
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "run", "--config", str(cfg)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert proc.returncode == EXIT_CONFIG, proc.stderr
     assert proc.stderr.startswith("edge-anime run: error: ") and "Traceback" not in proc.stderr
 
@@ -489,7 +489,7 @@ def test_status_command_and_metrics_endpoint(
     wait_until(lambda: (svc.status() or {}).get("counts", {}).get("processed") == 2, timeout_s=WORK_DEADLINE_S,
                what="2 processed in the status file", proc=svc.proc, log=svc.log)
     status = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
-                            capture_output=True, text=True, timeout=60, check=False)
+                            capture_output=True, text=True, timeout=scaled(60), check=False)
     assert status.returncode == 0 and "state:     ready" in status.stdout and "processed: 2" in status.stdout
     assert "variant:   fp32 at " in status.stdout  # what runs, and how it was chosen
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -497,7 +497,7 @@ def test_status_command_and_metrics_endpoint(
     assert 'edge_anime_stage_seconds_count{stage="infer"} 2.0' in body and "edge_anime_queue_depth" in body
     assert svc.stop() == 0
     after = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
-                           capture_output=True, text=True, timeout=60, check=False)
+                           capture_output=True, text=True, timeout=scaled(60), check=False)
     assert after.returncode == 3 and "not running" in after.stdout
 
 

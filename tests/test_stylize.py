@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from PIL import Image
 
 from conftest import REPO_ROOT, synthetic_photo
@@ -141,10 +142,11 @@ def test_python_m_and_no_torch(tmp_path: Path, make_photo: Callable[..., Path],
         print(json.dumps({{"status": status, "after_import": after_import,
                           "after_stylize": sorted(m for m in ("torch", "nncf") if m in sys.modules)}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=scaled(300))
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report == {"status": 0, "after_import": [], "after_stylize": []}, proc.stderr
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "stylize", str(photo), "-o", str(out), "--config",
-                           str(config)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+                           str(config)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=scaled(300))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [f"a_{STYLE}-1.jpg", f"a_{STYLE}.jpg"]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deadlines import scaled
 
 from edge_anime.config import load_config
 from edge_anime.errors import EXIT_CONFIG
@@ -48,7 +49,8 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path, source: Path) -> Non
         pytest.skip(f"{entry} missing: install the project (pip install -e .) first")
     unit = tmp_path / source.name
     unit.write_text(source.read_text().replace(INSTALLED_BINARY, str(entry)))
-    proc = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=scaled(60),
+                          check=False)
     # verify exits 0 even for unknown keys; its warnings name the file, so none may mention it.
     complaints = [ln for ln in (proc.stdout + proc.stderr).splitlines() if source.name in ln]
     assert proc.returncode == 0 and complaints == [], proc.stdout + proc.stderr
@@ -95,7 +97,7 @@ def test_sysusers_and_tmpfiles_make_the_user_and_its_setgid_folders(tmp_path: Pa
         (tmp_path / "etc" / folder).mkdir(parents=True)
         shutil.copy(source, tmp_path / "etc" / folder / "edge-anime.conf")
     for cmd in ([sysusers, f"--root={tmp_path}"], [tmpfiles, f"--root={tmp_path}", "--create"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(60), check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     users = {ln.split(":")[0]: ln.split(":") for ln in (tmp_path / "etc" / "passwd").read_text().splitlines()}
     service = _unit_keys()["Service"]

@@ -49,7 +49,7 @@ def test_training_killed_mid_run_resumes_from_its_checkpoint(tmp_path: Path) -> 
         # of step 25 is surely on disk (killed right after "step 20" it could still hold step 15).
         _wait_for(lambda: log.is_file() and "step 30 " in log.read_text(), "30 training steps")
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+        first.wait(timeout=scaled(30))
     finally:
         if first.poll() is None:
             first.kill()

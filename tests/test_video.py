@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from deadlines import scaled
 from test_service import (
     WORK_DEADLINE_S,
     Service,
@@ -163,7 +164,7 @@ def test_stylize_command_takes_clips_beside_photos(write_config: Callable[..., P
     make_photo("photo.jpg", 64, 48, folder=folder)
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "stylize", str(folder), "-o", str(tmp_path / "out"),
                            "--config", str(write_config({"image": {"max_side": 64}}))],
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["clip_randgen.mp4", "photo_randgen.jpg"]
     assert read_clip(tmp_path / "out" / "clip_randgen.mp4")["frames"] == FPS

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from deadlines import scaled
 from test_service import hidden
 from test_video import SAMPLE_RATE, read_clip, stylize
 
@@ -113,7 +114,7 @@ def ffmpeg_grade(src: Path, dst: Path) -> Path:
                     "installs it); the product itself does not need it")
     proc = subprocess.run([binary, "-hide_banner", "-loglevel", "error", "-y", "-noautorotate", "-i", str(src),
                            "-vf", REFERENCE_GRADE, "-c:v", "libx264", "-crf", "12", "-c:a", "copy", str(dst)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     if proc.returncode != 0 and "zscale" in proc.stderr:
         pytest.skip(f"this ffmpeg has no zscale: {proc.stderr.strip()[:200]}")
     assert proc.returncode == 0, proc.stderr

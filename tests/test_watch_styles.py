@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from deadlines import scaled
 from PIL import Image
 from test_service import (
     WORK_DEADLINE_S,
@@ -110,7 +111,7 @@ def test_two_styles_route_by_folder_exactly_once_across_sigkill(
     assert np.abs(routed - api_toon).mean() < np.abs(routed - api_default).mean() / 4
 
     out = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=scaled(60))
     assert "toon: 12 done, 0 failed" in out.stdout and "randgen: 12 done, 0 failed (default" in out.stdout
 
 
@@ -208,7 +209,7 @@ def test_a_style_that_cannot_compile_holds_its_folder_and_a_reload_brings_it_bac
     assert metric(port, 'edge_anime_style_broken{style="broken"}') == 1.0
     assert (metric(port, "edge_anime_retries_total") or 0.0) == 0.0
     out = subprocess.run([sys.executable, "-m", "edge_anime", "status", "--config", str(cfg)],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=scaled(60))
     assert "broken: 0 done, 0 failed; cannot be compiled, its folder held until a reload" in out.stdout
 
     _style_copy(random_ir, model, style="broken", damaged=False)  # the operator fixes the model...

@@ -65,7 +65,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
                            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS, check=False)
     assert build.returncode == 0, build.stderr
     (wheel,) = dist.glob("edge_anime-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=scaled(120))
     env = _clean_env(home)
     install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c",
                               str(REPO_ROOT / "constraints.txt"), str(wheel)],
@@ -98,7 +98,7 @@ def test_the_package_comes_from_site_packages_and_needs_no_torch(installed: Inst
              "print(importlib.util.find_spec('torch') is None, importlib.util.find_spec('converters') is None)\n"
              "print('\\n'.join(sys.path))\n")
     proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", probe], cwd=empty, env=installed.env,
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=scaled(60), check=True)
     module_file, no_torch, *paths = proc.stdout.splitlines()
     assert Path(module_file).is_relative_to(installed.site_packages)
     assert no_torch == "True True"  # the runtime installs no torch, and no bare `converters` package
@@ -143,7 +143,7 @@ def test_the_readme_recipe_finds_the_service_files_in_the_wheel(installed: Insta
     (line,) = [ln for ln in readme.splitlines() if ln.startswith("CONFIGS=$(")]
     code = line.split("-c '", 1)[1].split("')", 1)[0]
     proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=empty, env=installed.env,
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=scaled(60), check=True)
     configs = Path(proc.stdout.strip())
     assert configs.is_relative_to(installed.site_packages)
     shipped = sorted(p.name for p in (REPO_ROOT / "configs" / "systemd").iterdir())
@@ -181,7 +181,7 @@ def test_watch_folder_with_only_a_root_turns_one_photo_into_one_output(installed
         os.replace(root / ".drop.jpg", root / "inbox" / "drop.jpg")  # appears complete, as rsync and cp -T do
         _wait_for(lambda: (root / "done" / "drop.jpg").is_file(), deadline_s=RUN_DEADLINE_SECONDS, proc=proc)
         proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=60)
+        output, _ = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -204,7 +204,7 @@ def test_the_face_models_ship_hash_checked_and_run_without_torch(installed: Inst
              "np.float32), 0.9)\n"
              "print(FaceLandmarker(DeviceSection()).landmarks(grey, face))\n")
     proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", probe], cwd=empty, env=installed.env,
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=scaled(120), check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["blazeface facemesh", "None"]  # a flat grey crop holds no face
     listed = installed.run("models", "list", cwd=empty)
@@ -216,7 +216,7 @@ def test_the_python_api_example_runs_from_the_wheel(installed: Installed, empty:
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=empty, env=installed.env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "('toon',)" and (empty / "out_toon.png").is_file()
 
@@ -238,7 +238,7 @@ def test_full_resolution_tiles_with_the_bundled_pair_without_torch(installed: In
             "    pair = s.engine.model_info.tiling_pair()\n"
             "print(full.tiled, out.size, pair[1].xml.name, importlib.util.find_spec('torch') is None)\n")
     proc = subprocess.run([str(installed.venv / "bin" / "python"), "-c", code], cwd=empty, env=installed.env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=scaled(300), check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "(480,", "360)", "model_fp16_pass2.xml", "True"], proc.stdout
 
