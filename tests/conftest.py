@@ -26,6 +26,13 @@ import yaml
 from deadlines import scaled
 from PIL import Image
 
+# torch's intra-op threads (OpenMP) wait at every op's barrier for threads the box has not scheduled: with two
+# xdist workers of two threads each on two cores, or any load beside them, a 40 x 56 forward pass of the generator
+# took 1.8 s instead of 0.17 s with one thread (measured at a load of 5). One thread for each test process and the
+# children it starts (they inherit the environment), set before any test imports torch; OpenVINO threads with
+# TBB and ignores it. A value the person running the tests set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_PHOTOS = REPO_ROOT.parent / "shared" / "photos"
 SEED = 1234
