@@ -216,6 +216,8 @@ def _run_list(dirs: list[Path]) -> int:
             info = style.with_variant(spec.name, verify=False)
             size_mb = sum(p.stat().st_size for p in (info.xml, info.bin) if p.is_file()) / BYTES_PER_MB
             figure = "none" if spec.quality_db is None else f"{spec.quality_db:.1f} dB"
+            if "pictures" not in spec.uses:  # a distilled student: its figure is its mean against its teacher
+                figure = f"{spec.quality_mean_db or 0:.1f} dB mean vs its teacher; {', '.join(spec.uses)} only"
             rows.append((style.name if spec.default else "", spec.name + (" *" if spec.default else ""),
                          f"{size_mb:.1f} MB", _psnr_text(info.manifest), figure,
                          str(style.directory) if spec.default else ""))

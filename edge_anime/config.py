@@ -103,6 +103,10 @@ WATCH_FOLDERS = ("inbox", "work", "outbox", "done", "failed")  # watch.<name>, e
 # The quality a variant of a style must hold to be run (the start-up choice) or swept (tune): its manifest's
 # worst photo vs FP32, in dB. The converter holds an INT8 IR to the same floor when it writes one.
 QUALITY_FLOOR_DB = 35.0
+# A variant made for the booth's frames (``uses: [live]``, a generator distilled from the style's, issue 43) is
+# held to its mean PSNR against its teacher on photos at the frames' size: 30 dB is where a side-by-side of a
+# live frame shows the same drawing, and frames pass at 10 a second rather than being looked at one by one.
+LIVE_QUALITY_FLOOR_DB = 30.0
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -289,6 +293,17 @@ class LiveSection(_Section):
     idle_seconds: float = Field(default=30.0, gt=0, le=3600)  # a session without a frame this long is closed
     max_frame_mb: float = Field(default=2.0, gt=0, le=64)  # one frame's bytes; the session is closed past it
     quality: int = Field(default=80, ge=1, le=100)  # the answered frames' JPEG quality
+    # The style's IR the frames run: auto picks one made for live frames (the manifest's ``uses: [live]``, a
+    # lighter generator distilled from the style's) when the style has one that holds LIVE_QUALITY_FLOOR_DB,
+    # else what model.variant runs; a name pins that variant (edge-anime models list).
+    variant: str = "auto"
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_name(cls, value: str) -> str:
+        if not VARIANT_PATTERN.fullmatch(value):
+            raise ValueError('expected "auto" or a variant name such as student_int8 (edge-anime models list)')
+        return value
 
 
 class BoothSection(_Section):

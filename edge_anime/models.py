@@ -33,7 +33,12 @@ MANIFEST_NAME = "manifest.yaml"
 MANIFEST_FORMAT = 1
 VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 # What a variant entry may replace of the top-level keys; everything else (input, output, style) is shared.
-VARIANT_KEYS = ("precision", "ir", "verification", "quantization", "quality", "versions", "created", "role", "tiling")
+VARIANT_KEYS = ("precision", "ir", "verification", "quantization", "quality", "versions", "created", "role", "tiling",
+                "uses", "distilled")
+# What a variant is for (``uses:``; ``pictures`` when absent). A generator distilled from the style's own (issue
+# 43: half the width, ~3x the frames) holds the look at the live booth's frame size, where it was measured
+# against its teacher, and not a photo's: it serves ``live`` only, and the pictures' start-up choice passes it by.
+VARIANT_USES = ("pictures", "live")
 HASH_CHUNK_BYTES = 1 << 20
 # Variant entries with a ``role`` are the two IRs of tiled full-resolution inference (pass 1 returns each
 # GroupNorm's statistics, pass 2 takes them; docs/contracts.md), in the order they run.
@@ -112,6 +117,8 @@ class VariantSpec:
     bin: Path
     quality_db: float | None  # worst image's PSNR against FP32, as the converter measured it; None: unknown
     default: bool  # the manifest's top-level IR: what serves when nothing else is chosen
+    uses: tuple[str, ...] = ("pictures",)  # VARIANT_USES: what the variant may be chosen for
+    quality_mean_db: float | None = None  # its mean PSNR against its reference (FP32, or the teacher)
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,8 @@ class ModelInfo:
             if entry.get("role"):
                 continue
             found.append(VariantSpec(str(name), str(entry["precision"]), directory / entry["ir"]["xml"],
-                                     directory / entry["ir"]["bin"], quality_of(entry), False))
+                                     directory / entry["ir"]["bin"], quality_of(entry), False,
+                                     tuple(entry.get("uses") or ("pictures",)), quality_of(entry, figure="mean")))
         return found
 
     def tiling_pair(self, *, verify: bool = True) -> tuple[ModelInfo, ModelInfo] | None:
@@ -344,6 +352,9 @@ def _check_variants(path: Path, data: dict[str, Any]) -> None:
             for key, value in (("margin_px", tiling.get("margin_px")), ("reach_px", tiling.get("reach_px", 0))):
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                     raise ModelError(f"{where}.tiling.{key}: expected a whole number of pixels >= 0, got {value!r}")
+        uses = entry.get("uses", ["pictures"])
+        if not isinstance(uses, list) or not uses or any(u not in VARIANT_USES for u in uses):
+            raise ModelError(f"{where}.uses: expected a list of {', '.join(VARIANT_USES)}, got {uses!r}")
         ir = entry["ir"]
         if not all(k in ir for k in ("xml", "bin", "xml_sha256", "bin_sha256")):
             raise ModelError(f"{where}.ir: must have xml, bin, xml_sha256 and bin_sha256")
@@ -352,8 +363,9 @@ def _check_variants(path: Path, data: dict[str, Any]) -> None:
                 raise ModelError(f"{where}.ir.{key}: expected a file name in the style's folder, got {ir[key]!r}")
 
 
-def quality_of(entry: dict[str, Any]) -> float | None:
-    """An IR's worst-image PSNR (dB) against FP32: ``quality.psnr_db.min`` when the converter wrote it.
+def quality_of(entry: dict[str, Any], *, figure: str = "min") -> float | None:
+    """An IR's worst-image PSNR (dB) against FP32: ``quality.psnr_db.min`` when the converter wrote it
+    (``figure="mean"``: the mean instead; a distilled variant's reference is its teacher, the style's default).
 
     Manifests written before ``quality`` existed still carry the figure: an INT8 IR's
     ``quantization.psnr_vs_fp32_db`` (vs the FP32 IR on photos), a float IR's ``verification.psnr_db``
@@ -365,8 +377,8 @@ def quality_of(entry: dict[str, Any]) -> float | None:
         verification = entry.get("verification") or {}
         if verification.get("reference") in ("pytorch", "onnx", "torchscript"):
             candidates.append(verification.get("psnr_db"))
-    for figure in candidates:
-        value = figure.get("min") if isinstance(figure, dict) else None
+    for found in candidates:
+        value = found.get(figure) if isinstance(found, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     return None

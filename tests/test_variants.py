@@ -376,3 +376,76 @@ def test_a_screen_that_fails_runs_the_default_and_keeps_nothing(
     assert "the screen failed (screen in a child process: killed after 0 s)" in caplog.text
     assert "the next start measures again" in chosen.summary()
     assert _decisions(path) == []
+
+
+def _as_live_variant(style_dir: Path, *, mean_db: float) -> None:
+    """Mark the fp16 variant as a distilled student (training/ship_student.py's entry): live frames only."""
+    manifest = yaml.safe_load((style_dir / "manifest.yaml").read_text(encoding="utf-8"))
+    entry = manifest["variants"]["fp16"]
+    entry["uses"] = ["live"]
+    entry["quality"] = {"reference": "teacher: the style's default IR at f32", "psnr_db": {"min": 22.0,
+                                                                                        "mean": mean_db}}
+    (style_dir / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+
+
+def test_a_live_variant_never_serves_pictures_and_live_frames_run_it(
+        two_variants: Path, tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    """Issue 43: a student distilled for the booth's frames holds 30 dB against its teacher, not 35: the
+    pictures' choice passes it by (even where it is the fastest), ``http.live.variant: auto`` runs it."""
+    from edge_anime.http.live import live_config
+
+    style_dir = _style_copy(two_variants, tmp_path)
+    _as_live_variant(style_dir, mean_db=31.0)
+    config = load_config(_config(write_config, style_dir, tmp_path / "ovcache"))
+    style = resolve_model(config.model.path, search_dirs=[])
+    assert [(v.name, v.uses, v.quality_mean_db) for v in style.variants()] == [
+        ("fp32", ("pictures",), style.variants()[0].quality_mean_db), ("fp16", ("live",), 31.0)]
+    chosen = choose(config, style, seconds=PROBE_S)
+    assert chosen.variant == "fp32"
+    fp16 = [f for f in chosen.figures if f["variant"] == "fp16"]
+    assert fp16 and not fp16[0]["eligible"] and "made for live frames" in fp16[0]["reason"]
+
+    live = live_config(config)
+    assert live.model.variant == "fp16" and live.image.faces == "off" and live.image.max_side == 384
+    frames = open_engine(live.model_copy(update={"device": live.device.model_copy(
+        update={"inference_precision": "f32"})}))[0]
+    assert frames.variant_name == "fp16"
+    pinned = config.model_copy(update={"http": config.http.model_copy(update={
+        "live": config.http.live.model_copy(update={"variant": "fp32"})})})
+    assert live_config(pinned).model.variant == "fp32"
+
+
+def test_a_live_variant_under_the_live_floor_is_not_run_by_auto(
+        two_variants: Path, tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    from edge_anime.http.live import live_config
+
+    style_dir = _style_copy(two_variants, tmp_path)
+    _as_live_variant(style_dir, mean_db=27.5)
+    config = load_config(_config(write_config, style_dir, tmp_path / "ovcache"))
+    assert live_config(config).model.variant == "auto"  # the pictures' own choice, not the weak student
+
+
+@pytest.mark.parametrize("uses", [["booth"], [], "live"])
+def test_a_variant_whose_uses_is_not_a_list_of_known_uses_is_refused_naming_the_key(
+        two_variants: Path, tmp_path: Path, uses: object) -> None:
+    from edge_anime.errors import ModelError
+
+    style_dir = _style_copy(two_variants, tmp_path)
+    manifest = yaml.safe_load((style_dir / "manifest.yaml").read_text(encoding="utf-8"))
+    manifest["variants"]["fp16"]["uses"] = uses
+    (style_dir / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ModelError, match=r"variants\.fp16\.uses: expected a list of pictures, live"):
+        load_model_info(style_dir)
+
+
+def test_the_bundled_toon_serves_its_student_to_live_frames_only() -> None:
+    """The shipped student (training/ship_student.py): uses live, 30 dB mean vs its teacher, never a picture."""
+    from edge_anime.http.live import live_config
+    from edge_anime.runtime.choice import eligible_variants
+
+    config = load_config(None)
+    style = resolve_model("toon", search_dirs=list(config.model.dirs))
+    student = {v.name: v for v in style.variants()}["student_int8"]
+    assert student.uses == ("live",) and student.quality_mean_db is not None and student.quality_mean_db >= 30.0
+    assert eligible_variants(style, style.variant_names())["student_int8"] is not None
+    assert live_config(config).model.variant == "student_int8"

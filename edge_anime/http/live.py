@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..config import LIVE_QUALITY_FLOOR_DB
 from ..errors import InputError, UserError
 from .errors import RETRY_AFTER_SECONDS, HttpError
 from .front import check_host, check_origin
@@ -57,14 +58,34 @@ GOING_AWAY = 1001
 FRAME_LABEL = Path("<frame>")  # how a frame is named in errors: it has no file name
 
 
+def live_variant(config: Config) -> str:
+    """The variant the frames run (``http.live.variant``): auto takes the style's first IR made for live frames
+    (``uses: [live]``) that holds LIVE_QUALITY_FLOOR_DB against its teacher, else what the pictures run.
+
+    Why not the start-up choice over every variant: a distilled student is not the same picture as its teacher
+    (30 dB, not 35), so it may not stand in for it on a photo; on a frame it is what makes a mirror (3x)."""
+    live = config.http.live
+    if live.variant != "auto":
+        return live.variant
+    from ..models import resolve_model
+
+    style = resolve_model(config.model.path, search_dirs=list(config.model.dirs), verify=False)
+    for spec in style.variants():
+        if "live" in spec.uses and (spec.quality_mean_db or 0.0) >= LIVE_QUALITY_FLOOR_DB:
+            return spec.name
+    return config.model.variant
+
+
 def live_config(config: Config) -> Config:
-    """The config the frames run with: ``http.live``'s size and quality, the faces pass and palette off."""
+    """The config the frames run with: ``http.live``'s size, quality and variant, the faces pass and palette
+    off."""
     live = config.http.live
     image = config.image.model_copy(update={"resize": "max_side", "max_side": live.max_side, "faces": "off",
                                             "portrait": "off", "palette": "off"})
     output = config.output.model_copy(update={"format": "jpeg", "quality": live.quality, "keep_exif": False,
                                               "keep_icc": False})
-    return config.model_copy(update={"image": image, "output": output})
+    model = config.model.model_copy(update={"variant": live_variant(config)})
+    return config.model_copy(update={"image": image, "output": output, "model": model})
 
 
 class LiveHub:

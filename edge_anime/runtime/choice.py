@@ -32,7 +32,7 @@ from typing import Any
 
 import openvino as ov
 
-from ..config import QUALITY_FLOOR_DB, Config, DeviceSection, ImageSection
+from ..config import LIVE_QUALITY_FLOOR_DB, QUALITY_FLOOR_DB, Config, DeviceSection, ImageSection
 from ..fsutil import locked, write_atomic
 from ..imaging.fullres import plan_full
 from ..imaging.geometry import fit_budget, padded_size, policy_size
@@ -152,7 +152,9 @@ def eligible_variants(style: ModelInfo, names: list[str]) -> dict[str, str | Non
         if spec.name not in names:
             continue
         reason = None
-        if not spec.default and spec.quality_db is None:
+        if "pictures" not in spec.uses:
+            reason = f"made for {' and '.join(spec.uses)} frames (its manifest's uses), not pictures"
+        elif not spec.default and spec.quality_db is None:
             reason = "no quality figure vs FP32 in its manifest"
         elif not spec.default and spec.quality_db is not None and spec.quality_db < QUALITY_FLOOR_DB:
             reason = f"{spec.quality_db:.1f} dB vs FP32 is below the {QUALITY_FLOOR_DB:.0f} dB floor"
@@ -297,14 +299,17 @@ def _row(style: ModelInfo, timing: Timing, verdicts: dict[str, str | None]) -> d
     """One figure row: speed, the quality estimate (IR figure with the precision's own loss added)."""
     row = timing.to_dict()
     spec = next(s for s in style.variants() if s.name == timing.candidate.variant)
-    parts = [f for f in (spec.quality_db, timing.psnr_vs_f32_db) if f is not None]
+    # a live variant is held to its mean against its teacher (LIVE_QUALITY_FLOOR_DB), a picture's IR to its worst
+    live = "pictures" not in spec.uses
+    floor, figure = (LIVE_QUALITY_FLOOR_DB, spec.quality_mean_db) if live else (QUALITY_FLOOR_DB, spec.quality_db)
+    parts = [f for f in (figure, timing.psnr_vs_f32_db) if f is not None]
     row["quality_db"] = round(combined_db(*parts), 2) if parts else None
     reason = verdicts.get(timing.candidate.variant)
     if timing.error:
         reason = timing.error
-    elif row["quality_db"] is not None and row["quality_db"] < QUALITY_FLOOR_DB and not (
+    elif row["quality_db"] is not None and row["quality_db"] < floor and not (
             spec.default and timing.candidate.precision == "f32"):
-        reason = f"{row['quality_db']:.1f} dB estimated vs FP32, under {QUALITY_FLOOR_DB:.0f} dB"
+        reason = f"{row['quality_db']:.1f} dB estimated vs {'its teacher' if live else 'FP32'}, under {floor:.0f} dB"
     row["eligible"], row["reason"] = reason is None, reason
     return row
 
