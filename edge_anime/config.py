@@ -297,6 +297,10 @@ class LiveSection(_Section):
     # lighter generator distilled from the style's) when the style has one that holds LIVE_QUALITY_FLOOR_DB,
     # else what model.variant runs; a name pins that variant (edge-anime models list).
     variant: str = "auto"
+    # How the frames' engine spends the cores: LATENCY, one frame on all of them, is what a mirror needs (one
+    # session on the 2-vCPU EPYC: 12.7 frames/s, p95 193 ms, against THROUGHPUT's 8.5 and 283 ms); THROUGHPUT
+    # answers more frames in all once 4+ sessions share the box (15.4 against 13.8 frames/s). benchmarks/live.py
+    performance_hint: Literal["LATENCY", "THROUGHPUT"] = "LATENCY"
 
     @field_validator("variant")
     @classmethod

@@ -77,15 +77,16 @@ def live_variant(config: Config) -> str:
 
 
 def live_config(config: Config) -> Config:
-    """The config the frames run with: ``http.live``'s size, quality and variant, the faces pass and palette
-    off."""
+    """The config the frames run with: ``http.live``'s size, quality, variant and performance hint, the faces
+    pass and palette off."""
     live = config.http.live
     image = config.image.model_copy(update={"resize": "max_side", "max_side": live.max_side, "faces": "off",
                                             "portrait": "off", "palette": "off"})
     output = config.output.model_copy(update={"format": "jpeg", "quality": live.quality, "keep_exif": False,
                                               "keep_icc": False})
     model = config.model.model_copy(update={"variant": live_variant(config)})
-    return config.model_copy(update={"image": image, "output": output, "model": model})
+    device = config.device.model_copy(update={"performance_hint": live.performance_hint})
+    return config.model_copy(update={"image": image, "output": output, "model": model, "device": device})
 
 
 class LiveHub:
