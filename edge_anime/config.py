@@ -87,7 +87,16 @@ def _ip_host(value: str) -> str:
     return value
 
 
+def _variant_name(value: str) -> str:
+    """``model.variant`` and ``http.live.variant``: auto or a name a manifest could give (checked there)."""
+    if not VARIANT_PATTERN.fullmatch(value):
+        raise ValueError('expected "auto" or a variant name such as fp16, int8 or student_int8 (edge-anime '
+                         'models list)')
+    return value
+
+
 IpHost = Annotated[str, AfterValidator(_ip_host)]
+VariantName = Annotated[str, AfterValidator(_variant_name)]
 AutoInt1 = Annotated[int | Literal["auto"], _auto_or_int(1)]
 AutoBool = Annotated[bool | Literal["auto"], BeforeValidator(_auto_or_bool)]
 SizeWxH = Annotated[tuple[int, int], BeforeValidator(_size_wxh)]
@@ -119,16 +128,9 @@ class ModelSection(_Section):
     dirs: list[PathField] = Field(default_factory=lambda: [default_locations().models])
     # auto: the fastest verified IR of the style, measured on this box (edge_anime.runtime.choice); else its name.
     # Whether the style has that variant is checked where the model is resolved (the config cannot know).
-    variant: str = "auto"
+    variant: VariantName = "auto"
     # The style faces are stylized in with image.faces: auto (spelled like path); null: the style of the picture.
     face_style: str | None = None
-
-    @field_validator("variant")
-    @classmethod
-    def _variant_name(cls, value: str) -> str:
-        if not VARIANT_PATTERN.fullmatch(value):
-            raise ValueError('expected "auto" or a variant name such as fp16 or int8 (edge-anime models list)')
-        return value
 
 
 class DeviceSection(_Section):
@@ -296,18 +298,11 @@ class LiveSection(_Section):
     # The style's IR the frames run: auto picks one made for live frames (the manifest's ``uses: [live]``, a
     # lighter generator distilled from the style's) when the style has one that holds LIVE_QUALITY_FLOOR_DB,
     # else what model.variant runs; a name pins that variant (edge-anime models list).
-    variant: str = "auto"
+    variant: VariantName = "auto"
     # How the frames' engine spends the cores: LATENCY, one frame on all of them, is what a mirror needs (one
     # session on the 2-vCPU EPYC: 12.7 frames/s, p95 193 ms, against THROUGHPUT's 8.5 and 283 ms); THROUGHPUT
     # answers more frames in all once 4+ sessions share the box (15.4 against 13.8 frames/s). benchmarks/live.py
     performance_hint: Literal["LATENCY", "THROUGHPUT"] = "LATENCY"
-
-    @field_validator("variant")
-    @classmethod
-    def _variant_name(cls, value: str) -> str:
-        if not VARIANT_PATTERN.fullmatch(value):
-            raise ValueError('expected "auto" or a variant name such as student_int8 (edge-anime models list)')
-        return value
 
 
 class BoothSection(_Section):

@@ -120,6 +120,8 @@ def test_a_pinned_variant_the_style_lacks_is_a_config_error_listing_what_exists(
 def test_a_variant_name_that_is_no_name_is_refused_by_the_config(write_config: Callable[..., Path]) -> None:
     with pytest.raises(ConfigError, match=r"model\.variant.*expected \"auto\" or a variant name"):
         load_config(write_config({"model": {"variant": "../int8"}}))
+    with pytest.raises(ConfigError, match=r"http\.live\.variant.*expected \"auto\" or a variant name"):
+        load_config(write_config({"http": {"live": {"variant": "student int8"}}}))
 
 
 @pytest.mark.slow
