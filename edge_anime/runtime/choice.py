@@ -137,7 +137,10 @@ def combined_db(*figures: float) -> float:
 
 def candidates_for(config: Config, style: ModelInfo, core: ov.Core) -> list[Candidate]:
     """Every (variant x precision) the config leaves open; a pinned axis has its one value."""
-    variants = style.variant_names() if config.model.variant == "auto" else [config.model.variant]
+    # auto: the IRs made for pictures; one made for live frames only (``uses: [live]``, a distilled student) is
+    # not the same picture at 35 dB and runs where a config names it (http.live.variant does), never by measure
+    variants = ([v.name for v in style.variants() if "pictures" in v.uses] if config.model.variant == "auto"
+                else [config.model.variant])
     if config.device.inference_precision == "auto":
         precisions = native_precisions(core, config.device.name)
     else:
@@ -152,9 +155,7 @@ def eligible_variants(style: ModelInfo, names: list[str]) -> dict[str, str | Non
         if spec.name not in names:
             continue
         reason = None
-        if "pictures" not in spec.uses:
-            reason = f"made for {' and '.join(spec.uses)} frames (its manifest's uses), not pictures"
-        elif not spec.default and spec.quality_db is None:
+        if not spec.default and spec.quality_db is None:
             reason = "no quality figure vs FP32 in its manifest"
         elif not spec.default and spec.quality_db is not None and spec.quality_db < QUALITY_FLOOR_DB:
             reason = f"{spec.quality_db:.1f} dB vs FP32 is below the {QUALITY_FLOOR_DB:.0f} dB floor"
