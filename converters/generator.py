@@ -130,14 +130,16 @@ class Generator(nn.Module):
         return image
 
 
-def seeded_random_generator(seed: int, *, upsample_align: bool = True) -> Generator:
+def seeded_random_generator(seed: int, *, upsample_align: bool = True, width: float = 1.0) -> Generator:
     """A generator with reproducible random weights, for tests and benchmarks (no real weights here).
 
     PyTorch's default init gives a near-constant output after tanh; the GroupNorm affines are spread so
-    the output has real spatial structure and PSNR comparisons mean something.
+    the output has real spatial structure and PSNR comparisons mean something. ``width`` below 1.0 gives the
+    same graph with fewer channels (``Generator``'s width): the same layers and ops at a fraction of the
+    arithmetic, for tests whose claim is about the graph, not its size (0.25: ~16x fewer MACs).
     """
     gen = torch.Generator().manual_seed(seed)
-    model = Generator(upsample_align=upsample_align)
+    model = Generator(upsample_align=upsample_align, width=width)
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if name.endswith("weight") and tensor.dim() == 4:
