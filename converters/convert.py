@@ -26,7 +26,7 @@ from edge_anime.models import sha256_file
 from .manifest import build_manifest, write_manifest
 from .progress import QUIET, Progress
 from .quantize import CALIBRATION_COUNT, INT8_CANDIDATES, Int8Setup, calibration_samples, choose_int8, taken_int8
-from .samples import default_photo_dir, load_samples
+from .samples import Sample, default_photo_dir, load_samples
 from .sources import Reference, Source, TorchReference, load_source
 from .variants import add_variant, same_weights
 from .verify import DEFAULT_SIZES_HW, FLOORS_DB, SYNTHETIC_VERIFY_COUNT, verify_ir
@@ -129,14 +129,17 @@ def _build(work: Path, loaded: Source, float_model: ov.Model, reference: Referen
     layouts = {"layout": loaded.layout, "output_layout": loaded.output_layout}
     quantization: dict[str, Any] | None = None
     if precision == "int8":
-        calibration, calib_source = calibration_samples(calib_dir, count=calib_count)
         photo_dir = calib_dir if calib_dir is not None else default_photo_dir()
         verify_dir = verify_dir if verify_dir is not None else photo_dir
         validation = [sample for size in sizes for sample in load_samples(verify_dir, size_hw=size, limit=verify_limit)]
         if quantized_ir is not None:
+            # calibrated by its own fine-tune: no calibration photos are read (they were, and thrown away)
+            calibration: list[Sample] = []
+            calib_source = ""
             progress.step(f"scoring {quantized_ir} against the FP32 IR on {len(validation)} images")
             choice = taken_int8(float_model, quantized_ir, validation, **layouts)
         else:
+            calibration, calib_source = calibration_samples(calib_dir, count=calib_count)
             progress.step(f"quantizing with NNCF on {len(calibration)} {calib_source} calibration images")
             choice = choose_int8(float_model, calibration, validation, floor_db=floor_db, candidates=int8_setups,
                                  **layouts)
