@@ -121,8 +121,10 @@ def test_paprika_defaults_to_align_false_and_it_is_recorded(tmp_path: Path, seed
 @pytest.mark.parametrize("precision,floor", [("fp32", 45.0), ("fp16", 40.0)])
 def test_floors_hold_on_real_photos_at_issue_sizes(tmp_path: Path, seeded_checkpoint: Path, shared_photos: Path,
                                                     precision: str, floor: float) -> None:
+    # One photo at each issue size: the full-width torch reference at 352x480 is most of this test (~4 s on one
+    # thread of a quiet core, 11 s at a load of 5); a precision's error is systematic, not one photo's.
     folder = convert(seeded_checkpoint, name=f"photos_{precision}", precision=precision,
-                     output_dir=tmp_path / "models", verify_dir=shared_photos, verify_limit=2,
+                     output_dir=tmp_path / "models", verify_dir=shared_photos, verify_limit=1,
                      two_pass=False)
     check = load_model_info(folder).manifest["verification"]
     assert check["floor_db"] == floor and check["psnr_db"]["min"] >= floor
