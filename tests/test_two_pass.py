@@ -58,10 +58,15 @@ def test_pair_is_built_verified_and_listed_apart_from_the_variants(two_pass_ir: 
 
 
 def test_the_pair_appends_only_a_few_constants_and_the_plain_ir_is_unchanged(two_pass_ir: Path,
-                                                                              random_ir: Path) -> None:
+                                                                              narrow_checkpoint: Path,
+                                                                              tmp_path: Path) -> None:
     """Same checkpoint converted with and without the pair: the plain graph is byte-identical, its weights are
     a prefix of the shared .bin (no offset moved, so its verification holds), and the pair added a few KB."""
-    with_pair, without = load_model_info(two_pass_ir), load_model_info(random_ir)  # both hash-checked
+    from edge_anime_converters.convert import convert
+
+    plain = convert(narrow_checkpoint, name="plain", precision="fp32", output_dir=tmp_path, verify_limit=1,
+                    verify_sizes_hw=((64, 96),), two_pass=False)  # two_pass_ir's checkpoint, without the pair
+    with_pair, without = load_model_info(two_pass_ir), load_model_info(plain)  # both hash-checked
     assert _graph(with_pair.xml) == _graph(without.xml)
     shared, plain = with_pair.bin.read_bytes(), without.bin.read_bytes()
     assert shared[:len(plain)] == plain
@@ -73,13 +78,13 @@ def _graph(xml: Path) -> bytes:
     return re.sub(rb' name="[^"]*"', b"", xml.read_bytes())
 
 
-def test_a_float_variant_with_its_pair_points_the_pair_at_its_own_bin(two_pass_ir: Path, seeded_checkpoint: Path,
+def test_a_float_variant_with_its_pair_points_the_pair_at_its_own_bin(two_pass_ir: Path, narrow_checkpoint: Path,
                                                                         tmp_path: Path) -> None:
     """fp16 added to the fp32 style: its bin is renamed to model_fp16.bin, and its pair follows it."""
     from edge_anime_converters.convert import convert
 
     shutil.copytree(two_pass_ir, tmp_path / two_pass_ir.name)
-    style = load_model_info(convert(seeded_checkpoint, name=two_pass_ir.name, precision="fp16",
+    style = load_model_info(convert(narrow_checkpoint, name=two_pass_ir.name, precision="fp16",
                                     output_dir=tmp_path, verify_limit=1, verify_sizes_hw=((64, 64),)))
     assert style.variant_names() == ["fp32", "fp16"]
     fp16 = style.with_variant("fp16")
@@ -124,11 +129,11 @@ def test_an_unknown_role_is_a_manifest_error(two_pass_ir: Path, tmp_path: Path) 
         load_model_info(copy)
 
 
-def test_adding_a_variant_keeps_the_pair(two_pass_ir: Path, seeded_checkpoint: Path, tmp_path: Path) -> None:
+def test_adding_a_variant_keeps_the_pair(two_pass_ir: Path, narrow_checkpoint: Path, tmp_path: Path) -> None:
     from edge_anime_converters.convert import convert
 
     shutil.copytree(two_pass_ir, tmp_path / two_pass_ir.name)
-    style = convert(seeded_checkpoint, name=two_pass_ir.name, precision="fp16", output_dir=tmp_path,
+    style = convert(narrow_checkpoint, name=two_pass_ir.name, precision="fp16", output_dir=tmp_path,
                     verify_limit=1, verify_sizes_hw=((64, 64),), two_pass=False)
     info = load_model_info(style)
     assert info.variant_names() == ["fp32", "fp16"]
