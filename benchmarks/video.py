@@ -10,8 +10,14 @@ moving over it and a little sensor noise per frame (sigma 2 levels, as a phone's
          the window of frames in flight bounds it, so the two should match;
   flicker: ClipResult.flicker of the speed runs: output change / input change on static pixels, before and
          after the static-region blend (video.temporal_smoothing).
+  variants (--variants auto fp16 student_int8): instead of the above, the same clip through `Stylizer.run_clip`
+         once per ``video.variant`` (auto: what the photos run on this box; a name: that IR for clips, as
+         issue 43's clips running toon's live student), each in a fresh process after the same warm-up clip,
+         the order reversed every other round; frames/s per variant and each one's ratio to the first, per
+         round. ``ClipResult.variant`` says which IR the frames ran.
 
     python benchmarks/video.py [--rounds 2] [--sizes 256 512] [--short 10] [--long 60] [--mem-fps 24]
+    python benchmarks/video.py --variants auto fp16 student_int8 --rounds 3 --sizes 384 --speed-seconds 4
 """
 from __future__ import annotations
 
@@ -84,15 +90,16 @@ def save_frames(folder: Path) -> Path:
     return folder
 
 
-def worker(clip: Path, max_side: int, out: Path) -> dict[str, Any]:
-    """One clip in this (fresh) process: frames/s, flicker, peak RSS."""
+def worker(clip: Path, max_side: int, out: Path, variant: str = "auto") -> dict[str, Any]:
+    """One clip in this (fresh) process: frames/s, flicker, peak RSS; ``variant`` is ``video.variant``."""
     sys.path.insert(0, str(REPO))
     from edge_anime import Stylizer
     from edge_anime.config import load_config
 
     config = load_config(None)
     config = config.model_copy(update={"image": config.image.model_copy(update={"resize": "max_side",
-                                                                                  "max_side": max_side})})
+                                                                                  "max_side": max_side}),
+                                       "video": config.video.model_copy(update={"variant": variant})})
     with Stylizer(config) as stylizer:
         # bench's warm-up pass, here too: the clip's shape compiled and each stream's first inference run
         warm = stylizer.run_clip(clip.with_name("warmup.mp4"), out)
@@ -104,7 +111,8 @@ def worker(clip: Path, max_side: int, out: Path) -> dict[str, Any]:
         raise result.error
     return {"frames": result.frames, "frames_per_s": result.frames_per_s, "flicker": result.flicker,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "out_size": result.out_size,
-            "audio": result.audio, "variant": (stylizer.engine.choice or {}).get("summary", "")}
+            "audio": result.audio, "variant": (stylizer.engine.choice or {}).get("summary", ""),
+            "clip_variant": result.variant}
 
 
 def bench_images(frames: Path, max_side: int) -> float:
@@ -125,12 +133,18 @@ def main() -> None:
     parser.add_argument("--mem-fps", type=int, default=FPS, help="frame rate of the memory runs' clips")
     parser.add_argument("--mem-side", type=int, default=256, help="max_side of the memory runs")
     parser.add_argument("--skip-memory", action="store_true")
-    parser.add_argument("--worker", nargs=3, metavar=("CLIP", "MAX_SIDE", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--variants", nargs="+", metavar="VIDEO_VARIANT",
+                        help="time clips per video.variant (auto, live or a variant name) instead of clip vs bench")
+    parser.add_argument("--worker", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(Path(args.worker[0]), int(args.worker[1]), Path(args.worker[2]))))
+        clip, side, out, *variant = args.worker
+        print(json.dumps(worker(Path(clip), int(side), Path(out), *variant)))
         return
     env = product_environment()
+    if args.variants:
+        variants_main(args, env)
+        return
     rows: list[dict[str, Any]] = []
     data: dict[str, Any] = {"machine_start": machine(), "speed": [], "memory": []}
     with tempfile.TemporaryDirectory(prefix="edge-anime-video-") as tmp:
@@ -174,6 +188,35 @@ def main() -> None:
                                                    if memory_rows else "")
     print(table)
     print(write_results("video", data, table))
+
+
+def variants_main(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """frames/s of one clip per ``video.variant``, alternating the order every round; ratios to the first."""
+    rows: list[dict[str, Any]] = []
+    data: dict[str, Any] = {"machine_start": machine(), "variants": []}
+    with tempfile.TemporaryDirectory(prefix="edge-anime-video-") as tmp:
+        folder = Path(tmp)
+        clip = make_clip(folder / "speed.mp4", args.speed_seconds)
+        make_clip(folder / "warmup.mp4", 0.25)
+        for r in range(args.rounds):
+            for size in args.sizes:
+                order = args.variants if r % 2 == 0 else list(reversed(args.variants))
+                got = {v: run_worker(__file__, ["--worker", str(clip), str(size), str(folder / "o.mp4"), v], env)
+                       for v in order}
+                first = got[args.variants[0]]["frames_per_s"]
+                for v in args.variants:
+                    row = {"round": r + 1, "max_side": size, "out_size": "x".join(map(str, got[v]["out_size"])),
+                           "video.variant": v, "ran": got[v]["clip_variant"], "frames": got[v]["frames"],
+                           "clip frames/s": round(got[v]["frames_per_s"], 3),
+                           f"x {args.variants[0]}": round(got[v]["frames_per_s"] / first, 2),
+                           "flicker after": round((got[v]["flicker"] or (0.0, float("nan")))[1], 3)}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+                    data["variants"].append({**row, "photos": got[v]["variant"], "peak_rss_mb": got[v]["peak_rss_mb"]})
+    data["machine_end"] = machine()
+    table = markdown_table(rows, list(rows[0]))
+    print(table)
+    print(write_results("video_variants", data, table))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,8 @@ def _ip_host(value: str) -> str:
 
 
 def _variant_name(value: str) -> str:
-    """``model.variant`` and ``http.live.variant``: auto or a name a manifest could give (checked there)."""
+    """``model.variant``, ``http.live.variant`` and ``video.variant``: auto (or live) or a name a manifest could
+    give (checked where the style is resolved: the config cannot know)."""
     if not VARIANT_PATTERN.fullmatch(value):
         raise ValueError('expected "auto" or a variant name such as fp16, int8 or student_int8 (edge-anime '
                          'models list)')
@@ -116,6 +117,8 @@ QUALITY_FLOOR_DB = 35.0
 # held to its mean PSNR against its teacher on photos at the frames' size: 30 dB is where a side-by-side of a
 # live frame shows the same drawing, and frames pass at 10 a second rather than being looked at one by one.
 LIVE_QUALITY_FLOOR_DB = 30.0
+# ``video.variant: live``: the style's variant made for live frames, as ``http.live.variant: auto`` picks it.
+LIVE_VARIANT = "live"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -385,6 +388,11 @@ class VideoSection(_Section):
     temporal_smoothing: float = Field(default=0.6, ge=0.0, lt=1.0)
     # Per-pixel input change (0-255, mean of RGB) under which a pixel counts as static.
     static_threshold: float = Field(default=6.0, gt=0.0, le=255.0)
+    # The style's IR the frames run (edge_anime/core/stylizer.py, ``_clip_variant``): auto runs what the pictures
+    # run (no second compile); live runs the style's live variant as http.live.variant: auto picks it (toon's
+    # student_int8, ~4x the frames, 30-32 dB from its teacher), else the pictures' own; a name pins that variant
+    # for clips only (compiled on the first clip of each style). The photos keep model.variant either way.
+    variant: VariantName = AUTO
 
     @field_validator("extensions")
     @classmethod

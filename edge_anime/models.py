@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from .config import close_matches, did_you_mean
+from .config import LIVE_QUALITY_FLOOR_DB, close_matches, did_you_mean
 from .errors import ConfigError, ModelError
 from .imaging.palette import MAX_CHROMA, MAX_COLOURS, MIN_CHROMA, MIN_COLOURS
 from .locations import bundled_models_dir
@@ -215,6 +215,16 @@ class ModelInfo:
 
     def variant_names(self) -> list[str]:
         return [v.name for v in self.variants()]
+
+    def live_variant(self) -> str | None:
+        """The style's first IR made for live frames (``uses: [live]``) that holds LIVE_QUALITY_FLOOR_DB mean
+        against its teacher; None when it has none. One rule for every place that runs "the live variant"
+        (``http.live.variant: auto``, ``video.variant: live``), so the booth's mirror and a clip never disagree
+        on which student is good enough."""
+        for spec in self.variants():
+            if "live" in spec.uses and (spec.quality_mean_db or 0.0) >= LIVE_QUALITY_FLOOR_DB:
+                return spec.name
+        return None
 
     def with_variant(self, name: str, *, verify: bool = True) -> ModelInfo:
         """The same style pointed at variant ``name`` (its files hash-checked with ``verify``).

@@ -41,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(config, unwritable=note)
     check_token_file(config.http.auth_token_file, unreadable=note)
-    from ..core.stylizer import style_specs
+    from ..core.stylizer import check_clip_variants, style_specs
 
     more = list(style_specs(config))[1:]  # every style resolves (errors name the file and key) and reads too
+    check_clip_variants(config)  # video.variant names a variant every style has
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs))
     model = style if config.model.variant == "auto" else style.with_variant(config.model.variant)
     for info in {v.name: model.with_variant(v.name) for v in model.variants()}.values():

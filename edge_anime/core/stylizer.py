@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 from PIL import Image
 
-from ..config import Config, load_config
-from ..errors import InputError, ModelError, UserError
+from ..config import AUTO, LIVE_QUALITY_FLOOR_DB, LIVE_VARIANT, Config, load_config
+from ..errors import ConfigError, InputError, ModelError, UserError
 from ..imaging.decoder import decode_header
 from ..imaging.encoder import EXT_BY_CONFIG_FORMAT, FORMAT_BY_EXT, image_extension, same_format_extension
 from ..inputs import read_regular
-from ..models import ModelInfo, resolve_model
+from ..models import MANIFEST_NAME, ModelInfo, resolve_model
 from ..runtime.engine import Engine
 from .naming import check_style
 from .pipeline import Job, JobResult, Pipeline, TileCallback, in_flight_slots
@@ -65,6 +65,8 @@ log = logging.getLogger("edge_anime.stylizer")
 ImageSource = Image.Image | bytes | bytearray | str | Path
 MEMORY_LABEL = Path("<image>")  # how an in-memory picture is named in error messages
 _PREMULTIPLIED = {"La": "LA", "RGBa": "RGBA"}  # modes TIFF cannot store -> the straight-alpha mode Pillow converts to
+PICTURES = ""  # the variant half of a compiled entry's key for the pictures' own choice (model.variant)
+_Key = tuple[str, str]  # (style, variant): (style, PICTURES) for what photos run, (style, name) for video.variant
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class _Compiled:
     owned: bool = True  # False for an engine its owner passed in (the watch folder's): never closed here
     retired: bool = False  # no longer served (a reload dropped it): closed when its last job ends
     face_engine: Engine | None = None  # model.face_style's engine, when faces are restyled in another style
+    clips: bool = False  # a variant for clips only (video.variant), beside the style's photos' own
 
     def close(self) -> None:
         self.pipeline.close()
@@ -112,6 +115,10 @@ class Stylizer:
     first use). Compiled styles are kept in an LRU under the shape cache's memory bound
     (``device.shape_cache_mb``, summed over every style's engine): a style over the bound with no call in
     flight is closed, and compiled again from the model cache when it is asked for next.
+
+    Clips may run another variant of a style than its photos (``video.variant``, ``clip_variant``): that IR is
+    compiled on the style's first clip and kept in the same LRU, under the same bound, as one more entry
+    (keyed ``(style, variant)``; the photos' own is ``(style, PICTURES)``).
     """
 
     def __init__(self, config: Config | str | Path | None = None, *,
@@ -121,14 +128,16 @@ class Stylizer:
         self.config = config if isinstance(config, Config) else load_config(Path(config) if config else None)
         self._specs = style_specs(self.config)  # style name -> model.path spelling, default first
         self._lock = threading.Lock()
-        self._compiled: OrderedDict[str, _Compiled] = OrderedDict()
-        self._pending: dict[str, threading.Lock] = {}  # one compile per style at a time
+        self._compiled: OrderedDict[_Key, _Compiled] = OrderedDict()
+        self._pending: dict[_Key, threading.Lock] = {}  # one compile per entry at a time
+        self._said: set[tuple[str, str]] = set()  # (style, video.variant) fallbacks already logged
         self._closed = threading.Event()
         self._closers: list[threading.Thread] = []  # retired styles closing: close() joins them
         self._lane = _ClipLane()
         default = next(iter(self._specs))
+        check_clip_variants(self.config)  # a video.variant a style lacks stops the start, naming the key
         first = self._open(default, engine)
-        self._compiled[default] = first
+        self._compiled[(default, PICTURES)] = first
         self.model, self.engine = first.model, first.engine
 
     # -- the API ---------------------------------------------------------------------------------------
@@ -145,13 +154,20 @@ class Stylizer:
     def model_of(self, style: str) -> ModelInfo | None:
         """The variant ``style`` runs when it is compiled now (its digests go into error reports), else None."""
         with self._lock:
-            entry = self._compiled.get(style)
+            entry = self._compiled.get((style, PICTURES))
         return entry.model if entry is not None else None
 
-    def compiled_styles(self) -> tuple[str, ...]:
-        """The styles compiled now, least recently used first."""
+    def clip_model_of(self, style: str) -> ModelInfo | None:
+        """The variant ``style``'s clips run on now when ``video.variant`` gave them one of their own (compiled
+        on the style's first clip), else None: its clips run ``model_of``'s."""
         with self._lock:
-            return tuple(self._compiled)
+            entries = [e for (name, variant), e in self._compiled.items() if name == style and variant]
+        return entries[-1].model if entries else None
+
+    def compiled_styles(self) -> tuple[str, ...]:
+        """The styles whose photos' variant is compiled now, least recently used first."""
+        with self._lock:
+            return tuple(name for name, variant in self._compiled if variant == PICTURES)
 
     def stylize(self, image: ImageSource, *, style: str | None = None, timeout: float | None = None) -> Image.Image:
         """One picture in (PIL image, encoded bytes, or a file path), the stylized PIL image out (RGB, or RGBA
@@ -238,12 +254,15 @@ class Stylizer:
         the file's name), ``on_frame`` is called after each of its frames, and a set ``cancel`` stops it
         (``ClipStopped``: its temp file removed, the input untouched; a clip still waiting is not started).
         ``video``: the clip settings when the caller's config moved on since this Stylizer was built (a
-        reload that changed only ``video.*`` needs no recompile); it decides what is a clip too. ``clip``:
+        reload that changed only ``video.*`` needs no recompile); it decides what is a clip too, and which
+        variant the clip runs (``video.variant``: a variant other than the photos' is compiled here, on the
+        style's first clip, and the next clip after a reload that changed it runs the new one). ``clip``:
         True or False to say it instead of the name (``run_clip`` takes any file as a clip).
 
-        Returns at once (a photo blocks while the in-flight slots are taken). The style is compiled before
-        anything is queued, so a style that cannot be served raises here, as ``submit`` does (UserError,
-        StylizerClosed); the future's result never raises: the file's own failure is its ``error``."""
+        Returns at once (a photo blocks while the in-flight slots are taken). The style (and the clip's
+        variant) is compiled before anything is queued, so a style that cannot be served raises here, as
+        ``submit`` does (UserError, StylizerClosed; a ``video.variant`` the style lacks is a ConfigError naming
+        it); the future's result never raises: the file's own failure is its ``error``."""
         from ..video import is_clip
 
         src, dst = Path(src), Path(dst)
@@ -253,7 +272,8 @@ class Stylizer:
             return photo
         config = self.config if video is None else self.config.model_copy(update={"video": video})
         future: Future[FileResult] = Future()
-        compiled, release = self._hold(style)  # held from the queue to the clip's end: never closed under it
+        variant = self._clip_variant(style, settings)
+        compiled, release = self._hold(style, variant)  # held from the queue to the clip's end: never closed
 
         def work() -> None:
             try:
@@ -327,13 +347,8 @@ class Stylizer:
             added = [name for name in specs if name not in old]
             removed = [name for name in old if name not in specs]
             self._specs, self.config = specs, config
-            for name in removed:
-                entry = self._compiled.pop(name, None)
-                if entry is None:
-                    continue
-                entry.retired = True
-                if entry.users == 0:
-                    closing.append(entry)
+            for key in [k for k in self._compiled if k[0] in removed]:  # its clips' variant goes with it
+                closing += self._retire(key)
         for entry in closing:
             entry.close()
         return added, removed
@@ -341,13 +356,14 @@ class Stylizer:
     def handover(self, config: Config) -> Stylizer:
         """A Stylizer for changed image, output or pipeline settings (same model and device sections) that
         takes this one's compiled default style over instead of compiling it again; the other styles compile
-        on first use. Close this one afterwards: it then closes its pipelines but not the engine it gave."""
+        on first use, and so does a clip variant (``video.variant``) on the next clip. Close this one afterwards:
+        it then closes its pipelines but not the engine it gave."""
         with self._lock:
-            entry = self._compiled.get(self.styles[0])
+            entry = self._compiled.get((self.styles[0], PICTURES))
         if entry is None or config.model != self.config.model or config.device != self.config.device:
             return Stylizer(config)
         successor = Stylizer(config, engine=(entry.model, entry.engine))
-        successor._compiled[successor.styles[0]].owned, entry.owned = entry.owned, False
+        successor._compiled[(successor.styles[0], PICTURES)].owned, entry.owned = entry.owned, False
         return successor
 
     def run_clip(self, src: str | Path, dst: str | Path, *, style: str | None = None, progress: bool = False,
@@ -413,12 +429,13 @@ class Stylizer:
         self.close()
 
     # -- inside ----------------------------------------------------------------------------------------
-    def _hold(self, style: str | None) -> tuple[_Compiled, Callable[[], None]]:
+    def _hold(self, style: str | None, variant: str = PICTURES) -> tuple[_Compiled, Callable[[], None]]:
         """``style`` compiled (now, if it was not) and counted in use until the returned ``release`` is called,
         once, when the job that holds it ends: the LRU and a reload that drops the style never close it under
         a job, and a dropped style closes when its last job releases it (on a thread of its own: the release
-        runs on one of the pipeline's threads, which that close would join)."""
-        with self._using(style) as compiled, self._lock:
+        runs on one of the pipeline's threads, which that close would join). ``variant``: a clip's own
+        (``_clip_variant``), else the photos'."""
+        with self._using(style, variant) as compiled, self._lock:
             compiled.users += 1  # held past the with
 
         def release() -> None:
@@ -434,22 +451,27 @@ class Stylizer:
 
         return compiled, release
 
-    @contextlib.contextmanager
-    def _using(self, style: str | None) -> Iterator[_Compiled]:
-        """The style compiled (now, if it was not), counted as in use so the LRU never closes it meanwhile."""
+    def _served(self, style: str | None) -> str:
+        """The style's name (None: the default), or UserError when it is not served here."""
         name = self.styles[0] if style is None else style
         if name not in self._specs:
             raise UserError(f"style {name!r} is not served here; expected one of {', '.join(self.styles)}")
+        return name
+
+    @contextlib.contextmanager
+    def _using(self, style: str | None, variant: str = PICTURES) -> Iterator[_Compiled]:
+        """The style compiled (now, if it was not), counted as in use so the LRU never closes it meanwhile."""
+        key = (self._served(style), variant)
         if self._closed.is_set():
             raise StylizerClosed("Stylizer.stylize after close()")
         with self._lock:
-            entry = self._compiled.get(name)
+            entry = self._compiled.get(key)
             if entry is not None:
-                self._compiled.move_to_end(name)
+                self._compiled.move_to_end(key)
                 entry.users += 1
                 self._fit_styles(entry)
         if entry is None:
-            entry = self._compile(name)
+            entry = self._compile(key)
         try:
             yield entry
         finally:
@@ -459,29 +481,66 @@ class Stylizer:
             if last:
                 entry.close()
 
-    def _compile(self, name: str) -> _Compiled:
+    def _compile(self, key: _Key) -> _Compiled:
         """A style's first use (or its first since the LRU closed it): compiled outside the lock, so calls to
         the styles already compiled go on meanwhile; two first calls at once compile it once."""
         with self._lock:
-            pending = self._pending.setdefault(name, threading.Lock())
+            pending = self._pending.setdefault(key, threading.Lock())
         with pending:
             with self._lock:
-                entry = self._compiled.get(name)
+                entry = self._compiled.get(key)
                 if entry is not None:
                     entry.users += 1
-                    self._compiled.move_to_end(name)
+                    self._compiled.move_to_end(key)
                     return entry
-            entry = self._open(name, None)
+            entry = self._open(key[0], None, variant=key[1])
             with self._lock:
                 entry.users += 1
-                self._compiled[name] = entry
+                self._compiled[key] = entry
                 self._fit_styles(entry)  # idle styles give their activations back before any is closed
                 evicted = self._evict()
         for old in evicted:
-            log.info("styles: closing %s (over device.shape_cache_mb with %s compiled)", old.model.style,
-                     ", ".join(self._compiled))
+            log.info("styles: closing %s (over device.shape_cache_mb with %s compiled)", _label(old),
+                     ", ".join(_label(e) for e in self._compiled.values()))
             old.close()
         return entry
+
+    def _clip_variant(self, style: str | None, video: VideoSection) -> str:
+        """The variant ``style``'s next clip runs under ``video.variant`` (``clip_variant``), as the key's second
+        half: PICTURES when that is what the photos run (auto, a name the photos run, ``live`` for a style
+        without a live variant: said once), so no second copy is compiled. A clip variant of the style that
+        a reload has since replaced is retired here: it closes once no clip holds it."""
+        name = self._served(style)
+        chosen: str | None = None
+        if video.variant != AUTO:
+            chosen = clip_variant(resolve_model(self._specs[name], search_dirs=list(self.config.model.dirs),
+                                                verify=False), video.variant)
+        if chosen is None and video.variant == LIVE_VARIANT and (name, video.variant) not in self._said:
+            self._said.add((name, video.variant))
+            log.info("video: style %s has no live variant (uses: [live], %g dB from its teacher); its clips run "
+                     "what its photos run (video.variant: live)", name, LIVE_QUALITY_FLOOR_DB)
+        photos = self.model_of(name)
+        if chosen is not None and (chosen == self.config.model.variant
+                                   or (photos is not None and photos.variant_name == chosen)):
+            chosen = None
+        variant = chosen or PICTURES
+        with self._lock:
+            stale = [k for k in self._compiled if k[0] == name and k[1] not in (PICTURES, variant)]
+            closing = [entry for key in stale for entry in self._retire(key)]
+        for entry in closing:
+            log.info("video: clips of %s no longer run %s (video.variant changed); closing it", name,
+                     entry.model.variant_name)
+            entry.close()
+        return variant
+
+    def _retire(self, key: _Key) -> list[_Compiled]:
+        """Drop ``key`` from the served entries (under the lock); returned when it can be closed now, else it
+        closes when its last job releases it."""
+        entry = self._compiled.pop(key, None)
+        if entry is None:
+            return []
+        entry.retired = True
+        return [entry] if entry.users == 0 else []
 
     def _fit_styles(self, active: _Compiled) -> None:
         """Keep every style's shapes together under ``device.shape_cache_mb`` (under the lock), when a style
@@ -501,18 +560,22 @@ class Stylizer:
         """Styles to close, least recently used first, while their engines' memory is over the bound (under
         the lock). A style in use stays; the newest always stays."""
         evicted = []
-        for name in list(self._compiled)[:-1]:
+        for key in list(self._compiled)[:-1]:
             if sum(e.engine.memory_mb() for e in self._compiled.values()) <= self.config.device.shape_cache_mb:
                 break
-            if self._compiled[name].users == 0:
-                evicted.append(self._compiled.pop(name))
+            if self._compiled[key].users == 0:
+                evicted.append(self._compiled.pop(key))
         return evicted
 
-    def _open(self, name: str, engine: tuple[ModelInfo, Engine] | None) -> _Compiled:
+    def _open(self, name: str, engine: tuple[ModelInfo, Engine] | None, *, variant: str = PICTURES) -> _Compiled:
         owned = engine is None
         if engine is None:
-            engine = self._open_engine(self._specs[name])
+            engine = self._open_engine(self._specs[name], variant=variant or None)
         model, compiled_engine = engine
+        if variant:
+            photos = self.model_of(name)
+            log.info("video: clips of %s run %s (video.variant), compiled on its first clip; its photos run %s",
+                     name, model.variant_name, photos.variant_name if photos is not None else "model.variant's")
         check_style(self.config.output.name_template, model.style)
         face_engine = self._face_engine(model)
         try:
@@ -521,12 +584,14 @@ class Stylizer:
             if face_engine is not None:
                 face_engine.close()
             raise
-        return _Compiled(model, compiled_engine, pipeline, owned=owned, face_engine=face_engine)
+        return _Compiled(model, compiled_engine, pipeline, owned=owned, face_engine=face_engine, clips=bool(variant))
 
-    def _open_engine(self, spec: str) -> tuple[ModelInfo, Engine]:
+    def _open_engine(self, spec: str, *, variant: str | None = None) -> tuple[ModelInfo, Engine]:
+        """``spec``'s style compiled at the photos' variant (model.variant), or at ``variant`` (a clip's)."""
         from ..runtime.choice import open_engine  # OpenVINO is imported here, not when edge_anime is
 
-        model_config = self.config.model.model_copy(update={"path": spec})
+        update: dict[str, str] = {"path": spec} if variant is None else {"path": spec, "variant": variant}
+        model_config = self.config.model.model_copy(update=update)
         return open_engine(self.config.model_copy(update={"model": model_config}))
 
     def _face_engine(self, model: ModelInfo) -> Engine | None:
@@ -621,7 +686,8 @@ class _ClipLane:
             return stylize_clip(pipeline, config, src, dst, progress=progress, cancel=cancel, on_frame=on_frame)
         except Exception as exc:
             log.exception("video: clip %s could not run", src)
-            return ClipResult(job=Job(src=src, dst=dst), error=exc, timings_s={})
+            return ClipResult(job=Job(src=src, dst=dst), error=exc, timings_s={},
+                              variant=pipeline.engine.model_info.variant_name)
         finally:
             self.current = None
 
@@ -647,6 +713,41 @@ class _ClipLane:
                 with self._idle:
                     self._waiting -= 1
                     self._idle.notify_all()
+
+
+def clip_variant(style: ModelInfo, setting: str) -> str | None:
+    """The variant of ``style`` its clips run under ``video.variant`` = ``setting``: a name the style has, the
+    style's live variant for ``live`` (``ModelInfo.live_variant``, the one ``http.live.variant: auto`` runs),
+    or None for what its photos run (auto, or live on a style without one). A name the style lacks is a
+    ConfigError naming the key and listing the style's variants: the fix is in the config.
+
+    Why clips may run another IR than photos: a clip is thousands of frames seen in motion, like the booth's
+    mirror, where a student 30-32 dB from its teacher is the same drawing at ~4x the frames; a photo is looked
+    at on its own, and keeps the variant held to 35 dB."""
+    if setting == AUTO:
+        return None
+    if setting == LIVE_VARIANT:
+        return style.live_variant()
+    names = style.variant_names()
+    if setting not in names:
+        raise ConfigError(f"video.variant: '{setting}' is not a variant of style {style.name} "
+                          f"({style.directory / MANIFEST_NAME}); expected one of: {', '.join(names)}, or auto or "
+                          f"{LIVE_VARIANT} (edge-anime models list)")
+    return setting
+
+
+def check_clip_variants(config: Config) -> None:
+    """``video.variant`` checked against every style ``config`` serves (manifests only, nothing compiled): at
+    start, and by a reload before it is applied, so a name a style lacks is said then, not at its first clip."""
+    if config.video.variant in (AUTO, LIVE_VARIANT):
+        return
+    for spec in (config.model.path, *config.model.styles):
+        clip_variant(resolve_model(spec, search_dirs=list(config.model.dirs), verify=False), config.video.variant)
+
+
+def _label(entry: _Compiled) -> str:
+    """How the log names a compiled entry: its style, and the variant when it runs clips only."""
+    return f"{entry.model.style} ({entry.model.variant_name}, clips)" if entry.clips else entry.model.style
 
 
 def style_specs(config: Config) -> dict[str, str]:

@@ -37,7 +37,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..config import LIVE_QUALITY_FLOOR_DB
 from ..errors import InputError, UserError
 from .errors import RETRY_AFTER_SECONDS, HttpError
 from .front import check_host, check_origin
@@ -59,8 +58,9 @@ FRAME_LABEL = Path("<frame>")  # how a frame is named in errors: it has no file 
 
 
 def live_variant(config: Config) -> str:
-    """The variant the frames run (``http.live.variant``): auto takes the style's first IR made for live frames
-    (``uses: [live]``) that holds LIVE_QUALITY_FLOOR_DB against its teacher, else what the pictures run.
+    """The variant the frames run (``http.live.variant``): auto takes the style's IR made for live frames
+    (``ModelInfo.live_variant``: ``uses: [live]``, holding LIVE_QUALITY_FLOOR_DB against its teacher), else
+    what the pictures run.
 
     Why not the start-up choice over every variant: a distilled student is not the same picture as its teacher
     (30 dB, not 35), so it may not stand in for it on a photo; on a frame it is what makes a mirror (3x)."""
@@ -70,10 +70,7 @@ def live_variant(config: Config) -> str:
     from ..models import resolve_model
 
     style = resolve_model(config.model.path, search_dirs=list(config.model.dirs), verify=False)
-    for spec in style.variants():
-        if "live" in spec.uses and (spec.quality_mean_db or 0.0) >= LIVE_QUALITY_FLOOR_DB:
-            return spec.name
-    return config.model.variant
+    return style.live_variant() or config.model.variant
 
 
 def live_config(config: Config) -> Config:

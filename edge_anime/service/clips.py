@@ -63,11 +63,12 @@ class ClipRunner:
             return False
         if result.ok:
             flicker = f", flicker {result.flicker[0]:.2f} -> {result.flicker[1]:.2f}" if result.flicker else ""
-            log.info("clip %s: %d frames in %.1f s (%.2f frames/s), audio %s%s", log_name(claim.rel), result.frames,
-                     result.timings_s["total"], result.frames_per_s, result.audio, flicker,
-                     extra={FIELDS_ATTR: {"event": "clip_done", "file": claim.rel, "frames": result.frames,
-                                          "frames_per_s": round(result.frames_per_s, 3), "audio": result.audio,
-                                          "flicker": result.flicker}})
+            log.info("clip %s: %d frames in %.1f s (%.2f frames/s, variant %s), audio %s%s", log_name(claim.rel),
+                     result.frames, result.timings_s["total"], result.frames_per_s, result.variant, result.audio,
+                     flicker, extra={FIELDS_ATTR: {"event": "clip_done", "file": claim.rel, "frames": result.frames,
+                                                   "frames_per_s": round(result.frames_per_s, 3),
+                                                   "variant": result.variant, "audio": result.audio,
+                                                   "flicker": result.flicker}})
         return True
 
     def stop(self, stylizer: Stylizer) -> list[Claim]:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import WATCH_FOLDERS, Config, ModelSection, is_loopback, load_config
+from ..config import AUTO, WATCH_FOLDERS, Config, ModelSection, is_loopback, load_config
 from ..core.naming import child
 from ..errors import ConfigError, UserError
 from ..fsutil import TEMP_PREFIX
@@ -29,6 +29,7 @@ from ..inputs import InputFilter
 from ..logs import setup_logging
 from ..preflight import check_paths
 from ..ticking import ticking
+from ..video import is_clip
 from ..watch.claim import Claim, WorkerDir
 from ..watch.core import WatchCore, free_bytes, write_probe
 from ..watch.detect import Detector, scan
@@ -198,7 +199,9 @@ class WatchService:
         lane); the result comes back to the core from a pipeline or clip thread. A style compiled on first
         use compiles here, with systemd's watchdog fed meanwhile, so a broken model is said here."""
         style = claim.style or self.core.handler.style_for(claim.rel)
-        compiling = style not in self.stylizer.compiled_styles()
+        # a clip may compile its own variant (video.variant) on the style's first clip
+        compiling = style not in self.stylizer.compiled_styles() or (
+            self.config.video.variant != AUTO and is_clip(claim.path.name, self.config.video))
         with contextlib.suppress(OSError):
             self._free_at_submit[claim.token] = free_bytes(dst.parent)
         try:
@@ -342,6 +345,9 @@ class WatchService:
         try:
             new = load_config(self.config_path)
             check_style_names(new)
+            from ..core.stylizer import check_clip_variants
+
+            check_clip_variants(new)  # a video.variant a style lacks: said now, not at the next clip
         except UserError as exc:
             log.error("reload: %s; keeping the running config", exc)
             return

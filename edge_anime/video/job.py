@@ -96,6 +96,7 @@ class ClipResult:
     frames_per_s: float = 0.0
     audio: str = "none"
     flicker: tuple[float, float] | None = None  # (before, after) the static-region blend
+    variant: str = ""  # the style's IR the frames ran (video.variant, else the photos' own); "" when not started
 
     @property
     def ok(self) -> bool:
@@ -190,6 +191,7 @@ def stylize_clip(pipeline: Pipeline, config: Config, src: Path, dst: Path, *, pr
     progress = progress or Progress(src.name)
     job = Job(src=src, dst=dst)
     clip: _Clip | None = None
+    variant = pipeline.engine.model_info.variant_name
     try:
         container = open_input(src)
         try:
@@ -200,11 +202,11 @@ def stylize_clip(pipeline: Pipeline, config: Config, src: Path, dst: Path, *, pr
         finally:
             container.close()
     except BaseException as exc:  # noqa: BLE001 - every failure is this clip's result, as in the pipeline
-        return ClipResult(job=job, error=exc, timings_s={"total": time.perf_counter() - start})
+        return ClipResult(job=job, error=exc, timings_s={"total": time.perf_counter() - start}, variant=variant)
     elapsed = time.perf_counter() - start
     return ClipResult(job=job, error=None, timings_s={"total": elapsed}, in_size=clip.in_size,
                       out_size=clip.out_size, frames=progress.done, frames_per_s=progress.done / max(elapsed, 1e-9),
-                      audio=clip.audio, flicker=clip.flicker.ratios())
+                      audio=clip.audio, flicker=clip.flicker.ratios(), variant=variant)
 
 
 def _run(clip: _Clip, container: Any, on_frame: Callable[[Progress], None] | None) -> None:
