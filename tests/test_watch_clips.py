@@ -21,8 +21,8 @@ from conftest import mounted_tmpfs
 av = pytest.importorskip("av", reason="PyAV is the video extra: pip install -e '.[video]'")
 from test_video import FPS, make_clip, read_clip  # noqa: E402  (needs PyAV)
 
-CLIP_SECONDS = 8.0          # 192 frames; at crf 0 and 128 px the output is ~2 MB, the input ~0.8 MB
-ROOM_LEFT_BYTES = 600_000   # free beside the input when the clip starts: about a quarter of its output
+CLIP_SECONDS = 4.0          # 96 frames; at crf 0 and 128 px the output is ~1 MB, the input ~0.4 MB
+ROOM_LEFT_BYTES = 300_000   # free beside the input when the clip starts: about a quarter of its output
 QUIET_WINDOW_S = scaled(4.0)  # longer than a restart of the clip would take to fill the disk again
 
 
