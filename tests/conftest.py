@@ -112,6 +112,19 @@ def random_ir(tmp_path_factory: pytest.TempPathFactory, seeded_checkpoint: Path)
         verify_sizes_hw=((64, 96),), two_pass=False))
 
 
+@pytest.fixture(scope="session")
+def narrow_ir(tmp_path_factory: pytest.TempPathFactory, narrow_checkpoint: Path) -> Path:
+    """Like ``random_ir`` (fp32, named randgen), converted from ``narrow_checkpoint``: for tests whose claim is
+    about what runs around the style (faces found, cropped, restyled and pasted back; a clip's frames; the
+    service's counts), not the style's own pixels, on pictures large enough that the full width's inference was
+    most of their time (issue 44)."""
+    from edge_anime_converters.convert import convert
+
+    return once_per_run(tmp_path_factory, "narrow-models", lambda out: convert(
+        narrow_checkpoint, name="randgen", precision="fp32", output_dir=out, verify_limit=2,
+        verify_sizes_hw=((64, 96),), two_pass=False))
+
+
 # Session fixtures whose first use costs more than a few seconds of the two cores: every test that needs one
 # (directly or through another fixture) is in the slow tier, so `pytest -m "not slow"` never builds it.
 SLOW_FIXTURES = {"two_pass_ir": "the tiling pair's conversion measures its margins on the torch graph: ~10 s"}

@@ -151,9 +151,9 @@ def test_paste_changes_only_inside_its_bounds_and_leaves_no_seam() -> None:
 
 
 @pytest.mark.slow
-def test_group_shots_stylized_with_faces_have_no_seam(write_config: Callable[..., Path], random_ir: Path,
+def test_group_shots_stylized_with_faces_have_no_seam(write_config: Callable[..., Path], narrow_ir: Path,
                                                       tmp_path: Path, shared_photos: Path) -> None:
-    config = load_config(_config(write_config, tmp_path, random_ir))
+    config = load_config(_config(write_config, tmp_path, narrow_ir))
     with Stylizer(config) as stylizer:
         pipeline_faces = next(iter(stylizer._compiled.values())).pipeline.faces
         assert pipeline_faces is not None
@@ -237,7 +237,7 @@ def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[...
 
 # slow: a 1500 px sheet of 50 faces, 8 restyled (~30 s loaded); one picture's faces are the fast tier's.
 @pytest.mark.slow
-def test_fifty_faces_restyle_the_largest_eight(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
+def test_fifty_faces_restyle_the_largest_eight(write_config: Callable[..., Path], narrow_ir: Path, tmp_path: Path,
                                                shared_photos: Path, caplog: pytest.LogCaptureFixture) -> None:
     tiles = []
     for index in range(50):
@@ -252,7 +252,7 @@ def test_fifty_faces_restyle_the_largest_eight(write_config: Callable[..., Path]
         sheet.paste(tile, (index % 10 * 150 + 5, index // 10 * 150 + 5))
     src = tmp_path / "fifty.png"
     sheet.save(src)
-    config = load_config(_config(write_config, tmp_path, random_ir, max_side=1500))
+    config = load_config(_config(write_config, tmp_path, narrow_ir, max_side=1500))
     assert config.image.faces_max == 8
     with caplog.at_level(logging.INFO, logger="edge_anime.faces.restyle"), Stylizer(config) as stylizer:
         result = stylizer.run(src)
@@ -314,7 +314,7 @@ def test_a_track_damps_the_detectors_jitter_and_holds_a_missed_face() -> None:
 
 
 @pytest.mark.slow
-def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..., Path], random_ir: Path,
+def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..., Path], narrow_ir: Path,
                                                        tmp_path: Path, shared_photos: Path) -> None:
     import av
 
@@ -329,7 +329,7 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
             frame.pts = index
             out.mux(video.encode(frame))
         out.mux(video.encode())
-    config = load_config(_config(write_config, tmp_path, random_ir, max_side=320))
+    config = load_config(_config(write_config, tmp_path, narrow_ir, max_side=320))
     seen: list[int] = []
     with Stylizer(config) as stylizer:
         pipeline = next(iter(stylizer._compiled.values())).pipeline
@@ -349,12 +349,12 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
 
 # -- the watch folder and HTTP say what they did -----------------------------------------------------------
 @pytest.mark.slow
-def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., Path], random_ir: Path,
+def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., Path], narrow_ir: Path,
                                                     tmp_path: Path, shared_photos: Path,
                                                     services: list[Service]) -> None:
     group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 200.0))[0]
     port = _free_port()
-    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
+    style = style_with(narrow_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
     cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800},
                         "service": {"metrics": {"enabled": True, "port": port}}})
     svc = start(services, cfg, tmp_path / "service.log")
@@ -371,11 +371,11 @@ def test_the_watch_folder_logs_and_counts_the_faces(write_config: Callable[..., 
 
 
 @pytest.mark.slow
-def test_http_answers_with_the_faces_it_restyled(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
+def test_http_answers_with_the_faces_it_restyled(write_config: Callable[..., Path], narrow_ir: Path, tmp_path: Path,
                                                  shared_photos: Path) -> None:
     group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(90.0, 200.0))[0]
     port = _free_port()
-    style = style_with(random_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
+    style = style_with(narrow_ir, tmp_path, "faces", {"crop_px": 256, "scale": 1.5})
     cfg = write_config({"model": {"path": str(style)}, "image": {"max_side": 800}, "http": {"port": port}})
     log = tmp_path / "serve.log"
     with open(log, "w") as out:

@@ -104,13 +104,13 @@ def _portrait_on_and_off(config: Config, src: Path) -> tuple[JobResult, JobResul
 
 
 @pytest.mark.slow  # two Stylizers: ~25 s on a loaded 2-core box
-def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..., Path], random_ir: Path,
+def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..., Path], narrow_ir: Path,
                                                        tmp_path: Path, shared_photos: Path,
                                                        models: tuple[FaceDetector, FaceLandmarker],
                                                        caplog: pytest.LogCaptureFixture) -> None:
     src = shared_photos / "face_5.jpg"  # 862 px, one face of ~440 px: twice what the style restyles
     with caplog.at_level(logging.INFO, logger="edge_anime"):
-        on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
+        on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, narrow_ir)), src)
     assert off.faces == [], "without the portrait a selfie is left to the picture"
     # ... and said so: found and too large, not "no face" (issue 42 item 21)
     assert "faces: face_5.jpg: 1 face(s) over the" in caplog.text
@@ -125,12 +125,12 @@ def test_a_selfie_is_drawn_though_too_large_to_restyle(write_config: Callable[..
 
 
 @pytest.mark.slow
-def test_small_faces_of_a_group_are_restyled_and_drawn(write_config: Callable[..., Path], random_ir: Path,
+def test_small_faces_of_a_group_are_restyled_and_drawn(write_config: Callable[..., Path], narrow_ir: Path,
                                                        tmp_path: Path, shared_photos: Path) -> None:
     group = groups(shared_photos, 1, seed=11, long_side=900, faces=(3, 3), sizes=(90.0, 180.0))[0]
     src = tmp_path / "group.png"
     group.image.save(src)
-    on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, random_ir)), src)
+    on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, narrow_ir)), src)
     assert len(on.faces) == 3 and on.faces == off.faces  # the same faces, restyled both ways
     a, b = np.asarray(on.image), np.asarray(off.image)
     for x, y, w, h in on.faces:
