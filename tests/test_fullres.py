@@ -337,6 +337,7 @@ def test_a_raising_tile_callback_does_not_fail_the_picture(full_config: Callable
     assert "on_tile raised" in caplog.text
 
 
+@pytest.mark.slow  # a process tiling 800 x 600 with the published width: ~10 s (was slow by two_pass_ir)
 def test_tiled_run_stays_within_the_memory_budget(write_config: Callable[..., Path], tmp_path: Path) -> None:
     """A real process: peak RSS over what the started Stylizer holds (its engines, the tiling pair compiled at
     start) stays under image.memory_budget_mb while it stylizes an 800 x 600 photo in tiles. The bundled toon
