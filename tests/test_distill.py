@@ -55,3 +55,23 @@ def test_a_stopped_distillation_resumes_and_exports_a_loadable_student(tmp_path:
     assert width_of(saved) == 0.5 and all(v.dtype == torch.float16 for v in saved.values())  # a plain state dict
     student = load_generator(tmp_path / "run" / "student.pt")
     assert student(torch.zeros(1, 3, 32, 32)).shape == (1, 3, 32, 32)
+
+
+def test_a_distillation_can_start_from_an_earlier_student(tmp_path: Path) -> None:
+    """After a teacher is refit, the student distilled from its previous fit is the starting point
+    (``--init``): the run begins with exactly its weights, not the teacher's slices, and says so in the log."""
+    from edge_anime_converters.generator import Generator, seeded_random_generator
+    from training.distill import distill, load_generator
+
+    pool, teacher, earlier = tmp_path / "pool.npz", tmp_path / "teacher.pt", tmp_path / "earlier.pt"
+    _pool(pool)
+    torch.save(seeded_random_generator(4, width=0.25).state_dict(), teacher)  # a cheap teacher: not what is tested
+    torch.manual_seed(9)
+    torch.save({k: v.half() for k, v in Generator(width=0.5).state_dict().items()}, earlier)
+    summary = distill(teacher_path=teacher, pool_path=pool, workdir=tmp_path / "run", budget_min=10.0, steps=0,
+                      crop_px=32, batch=1, lr=1e-3, seed=1, threads=1, eval_every=0, init_path=earlier)
+    assert summary["steps"] == 0.0
+    log = (tmp_path / "run" / "distill.log").read_text()
+    assert f"(from {earlier})" in log and "(sliced init)" not in log
+    want, got = load_generator(earlier).state_dict(), load_generator(tmp_path / "run" / "student.pt").state_dict()
+    assert all(torch.equal(want[k], got[k]) for k in want)
