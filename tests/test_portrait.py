@@ -87,6 +87,28 @@ def test_the_drawing_is_deterministic_and_a_tiny_face_is_left_alone(models: tupl
     assert (untouched == 90).all()
 
 
+def test_hair_grey_in_the_photo_is_drawn_grey(models: tuple[FaceDetector, FaceLandmarker],
+                                                astronaut: np.ndarray) -> None:
+    """The hair is drawn in the picture's hair colour, but where the photo's hair is grey it stays grey: greying
+    temples painted brown put a colour cast on what the photo has neutral (look.py's cast 7.0 on face_4, issue
+    41's bound 6). The same drawing with the photo in colour keeps its colour, so the grey comes from the photo."""
+    mesh = _mesh(models, astronaut)
+    brow = int(mesh.points[[70, 300, 105, 334], 1].min())
+    greyed = astronaut.copy()
+    greyed[:brow] = np.rint(astronaut[:brow] @ np.array([0.299, 0.587, 0.114]))[..., None].astype(np.uint8)
+    spreads = {}
+    for name, photo in (("colour", astronaut), ("grey", greyed)):
+        canvas = astronaut.copy()  # the "stylized" picture keeps the colour hair: only the photo differs
+        portrait.draw_portrait(canvas, photo, mesh.points)
+        drawn = np.abs(canvas.astype(np.int16) - astronaut).max(axis=2) > 8
+        drawn[brow:] = False
+        drawn &= portrait._lab(photo)[..., 0] > 30  # lighter than the dark strands, whose chroma no eye reads
+        assert drawn.sum() > 2000, f"{name}: the hair above the brows was not drawn"
+        spread = canvas.astype(np.int16).max(axis=2) - canvas.min(axis=2)
+        spreads[name] = float(np.median(spread[drawn]))
+    assert spreads["colour"] >= 40 and spreads["grey"] <= 12, spreads
+
+
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
     style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})  # restyled up to 213 px
     return write_config({"model": {"path": str(style)},

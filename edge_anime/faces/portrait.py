@@ -73,6 +73,14 @@ HAIR_REACH = (1.1, 1.3, 1.6)  # how far hair is looked for beside, above and bel
 HAIR_LIKE = 16.0  # CIELAB distance to the hair's colour at which a pixel is half hair
 MASS_UNIT_PX = 40.0  # hair and skin are drawn where the eyes are at most this far apart, then brought up
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
+# Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
+# chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
+# painted in the hair's brown put a cast of 7 on face_4 (issue 41's bound is 6; look.py's cast is the output's
+# chroma where the photo has C* < 4; 3.9 with this). Not the skin: pale skin in light has C* under 8, and greyed
+# it turned into blotches on face_5's forehead.
+GREY_CHROMA = (4.0, 8.0)
+GREY_DARK = (20.0, 30.0)
+LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
 @dataclass(frozen=True)
@@ -362,10 +370,27 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     shadow, light = base * 0.62, base + (255 - base) * 0.3
     tone = base + (shadow - base) * dark[..., None]
     tone = tone + (light - tone) * bright[..., None]
-    sheet.paint(tone, mask * 0.9)
+    grey = _grey(lab, unit)
+    sheet.paint(_greyed(tone, grey), mask * 0.9)
     strands = _strands(luma, unit)
-    sheet.paint(shadow * 0.55, mask * strands * 0.75)
+    sheet.paint(_greyed(shadow * 0.55, grey), mask * strands * 0.75)
     return True
+
+
+def _grey(lab: np.ndarray, unit: float) -> np.ndarray:
+    """0..1: how grey the photo is here (``GREY_CHROMA``, ``GREY_DARK``), softened so the hair's scattered grey
+    strands do not mottle a flat mass while a grey temple or sideburn stays grey."""
+    chroma = np.hypot(lab[..., 1], lab[..., 2])
+    lo, hi = GREY_CHROMA
+    dark_lo, dark_hi = GREY_DARK
+    weight = np.clip((hi - chroma) / (hi - lo), 0, 1) * np.clip((lab[..., 0] - dark_lo) / (dark_hi - dark_lo), 0, 1)
+    return _blur(np.uint8(weight * 255), 0.02 * unit) / 255
+
+
+def _greyed(colour: np.ndarray, grey: np.ndarray) -> np.ndarray:
+    """``colour`` (3, or H x W x 3) pulled toward the grey of its own luma by ``grey`` (H x W)."""
+    full = np.broadcast_to(np.asarray(colour, np.float32), (*grey.shape, 3))
+    return np.asarray(full + ((full @ LUMA)[..., None] - full) * grey[..., None], np.float32)
 
 
 def _masked_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
