@@ -163,6 +163,7 @@ class ImageSection(_Section):
     upscale_method: Literal["lanczos", "guided"] = "lanczos"  # guided: imaging.guided, edges from the photo
     tone: Literal["auto", "off"] = "auto"  # auto: the style's manifest (tone:) says; imaging.tone
     palette: Literal["auto", "off"] = "auto"  # auto: the style's manifest (palette:) says; imaging.palette
+    ink: Literal["auto", "off"] = "auto"  # auto: the style's manifest (ink:) says; imaging.ink
     tile_px: Annotated[int | Literal["auto"], _auto_or_int(128)] = "auto"  # resize: full; imaging.fullres
     apply_exif_orientation: bool = True
     max_pixels: int = Field(default=60_000_000, ge=1)
@@ -173,7 +174,7 @@ class ImageSection(_Section):
     faces_max: int = Field(default=8, ge=1, le=64)  # at most this many faces a picture, the largest
     portrait: Literal["auto", "off"] = "auto"  # auto: faces drawn as anime portraits (faces.portrait); needs faces
 
-    @field_validator("tone", "palette", "faces", "portrait", mode="before")
+    @field_validator("tone", "palette", "ink", "faces", "portrait", mode="before")
     @classmethod
     def _yaml_off(cls, value: object) -> object:
         """``tone: off`` as a person writes it: YAML 1.1 (PyYAML) reads a bare off as false, and "expected

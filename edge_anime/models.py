@@ -91,6 +91,16 @@ class PaletteSpec(ManifestSection):
     chroma: Annotated[float, Field(ge=MIN_CHROMA, le=MAX_CHROMA)] = 1.0  # the entries' chroma times this
 
 
+class InkSpec(ManifestSection):
+    """The style's ``ink:`` mapping: lines from the photo's structure inked over the picture
+    (``edge_anime.imaging.ink``). Off unless the manifest turns it on: a look, as the palette is, and a published
+    checkpoint's pictures are its own look."""
+
+    KEY: ClassVar[str] = "ink"
+    enabled: bool = False
+    strength: Annotated[float, Field(ge=0, le=1)] = 0.8  # how dark the lines: 1 darkens to 0.15 of the colour
+
+
 class FaceSpec(ManifestSection):
     """The style's ``faces:`` mapping: how ``image.faces: auto`` crops a face for this style (``edge_anime.faces``).
 
@@ -104,7 +114,7 @@ class FaceSpec(ManifestSection):
 
 
 # The style-wide mappings after inference, in the order read_manifest checks them.
-SECTIONS: tuple[type[ManifestSection], ...] = (ToneSpec, PaletteSpec, FaceSpec)
+SECTIONS: tuple[type[ManifestSection], ...] = (ToneSpec, PaletteSpec, InkSpec, FaceSpec)
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,11 @@ class ModelInfo:
     def palette(self) -> PaletteSpec:
         """The style's cel palette settings (``palette:`` in the manifest, checked when it was read)."""
         return section(self.style_manifest or self.manifest, PaletteSpec, path=self.directory / MANIFEST_NAME)
+
+    @property
+    def ink(self) -> InkSpec:
+        """The style's ink lines (``ink:`` in the manifest, checked when it was read)."""
+        return section(self.style_manifest or self.manifest, InkSpec, path=self.directory / MANIFEST_NAME)
 
     @property
     def bin_sha256(self) -> str:

@@ -22,6 +22,7 @@ import dataclasses
 import errno
 import functools
 import logging
+import math
 import os
 import threading
 import time
@@ -43,11 +44,12 @@ from ..fsutil import write_atomic
 from ..imaging.decoded import Decoded
 from ..imaging.decoder import HEAVY_DECODE_MPX, decode_cost_mpx
 from ..imaging.encoder import FORMAT_BY_EXT
+from ..imaging.ink import draw_ink
 from ..imaging.palette import apply_palette
 from ..imaging.tiling import pad_to
 from ..imaging.tone import restore_tone
 from ..inputs import read_regular
-from ..models import ModelInfo, PaletteSpec, ToneSpec
+from ..models import InkSpec, ModelInfo, PaletteSpec, ToneSpec
 from ..runtime.engine import Engine
 from ..runtime.host import usable_cores
 
@@ -65,12 +67,15 @@ log = logging.getLogger(__name__)
 # their paste (edge_anime.faces), after the whole picture's inference and before its palette, and their drawing
 # (``image.portrait: auto``) after the tone guard.
 # palette: the style's cel palette on the model's output (imaging.palette);
-# tone: then the style's tone guard (imaging.tone), before finish and encode. The guard goes last because it
-# works from the photo: it pulls back to grey what the photo has grey, whatever entry painted it. Measured on
-# ../shared/photos (toon, 1024 px, JPEG 92): this order gives texture 0.34 and chroma 1.00 where the other
-# gave 0.37 and 0.96, with casts no higher.
+# tone: then the style's tone guard (imaging.tone), before finish and encode. The guard goes after the palette
+# because it works from the photo: it pulls back to grey what the photo has grey, whatever entry painted it.
+# Measured on ../shared/photos (toon, 1024 px, JPEG 92): this order gives texture 0.34 and chroma 1.00 where the
+# other gave 0.37 and 0.96, with casts no higher.
+# ink: the style's lines from the photo (imaging.ink), after the guard (its curve would lighten them) and before
+# the portraits are drawn (a drawn face keeps its own lines), faces' boxes left out.
 STAGES: tuple[str, ...] = ("read", "decode", "resize", "detect", "compile", "wait", "infer", "faces", "palette",
-                           "tone", "encode", "write")
+                           "tone", "ink", "encode", "write")
+FACE_INK_MARGIN = 0.15  # of a face's box, each side: the ink stays off the face and its outline
 
 
 TileCallback = Callable[[int, int], None]  # (tiles done, tiles in the picture), see ``Job``
@@ -102,6 +107,7 @@ class Job:
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
     palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
+    ink: bool = True  # False: no ink lines (a clip's frame: lines found per frame would flicker on noise)
     on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
     encode_as: str | None = None  # with dst None: encode to this extension, into JobResult.data
     # The header of ``data`` as the caller read it (``imaging.decoder.decode_header``: the HTTP service refuses
@@ -202,6 +208,7 @@ class Pipeline:
         self._encoders = ThreadPoolExecutor(encode_threads, thread_name_prefix="ea-encode")
         self.tone = tone_for(engine.model_info, config)  # the style's guard (None: off), imaging.tone
         self.palette = palette_for(engine.model_info, config)  # the style's cel palette (None: off)
+        self.ink = ink_for(engine.model_info, config)  # the style's ink lines (None: off)
         self._twopass: TwoPass | None = None  # for resize: full, its pair compiled at start like the engine
         if config.image.resize == "full":
             from ..runtime.two_pass import TwoPass
@@ -478,6 +485,12 @@ class Pipeline:
                                              neutral=self.tone.neutral)
             start = time.perf_counter()
             work.timings["tone"] = start - toned
+            if self.ink is not None and work.job.ink:
+                work.stylized = draw_ink(work.stylized, work.picture.rgb, strength=self.ink.strength,
+                                         keep_out=[_widened(face.box, FACE_INK_MARGIN) for face in work.faces])
+                inked = time.perf_counter()
+                work.timings["ink"] = inked - start
+                start = inked
             if self.faces is not None and work.faces and self.faces.landmarker is not None:
                 if not work.stylized.flags.writeable:  # the tone guard may hand back its input, read-only
                     work.stylized = np.array(work.stylized)
@@ -562,6 +575,22 @@ def palette_for(model: ModelInfo, config: Config) -> PaletteSpec | None:
     if config.image.palette == "off" or not spec.enabled:
         return None
     return spec
+
+
+def ink_for(model: ModelInfo, config: Config) -> InkSpec | None:
+    """The ink lines a style's pictures get: its manifest's ``ink:``, unless ``image.ink: off`` turns them off
+    for every style; None when off."""
+    spec = model.ink
+    if config.image.ink == "off" or not spec.enabled:
+        return None
+    return spec
+
+
+def _widened(box: tuple[float, float, float, float], margin: float) -> tuple[int, int, int, int]:
+    """``box`` grown by ``margin`` of its size each side, in whole pixels."""
+    x0, y0, x1, y1 = box
+    dx, dy = (x1 - x0) * margin, (y1 - y0) * margin
+    return math.floor(x0 - dx), math.floor(y0 - dy), math.ceil(x1 + dx), math.ceil(y1 + dy)
 
 
 def _guarded(callback: TileCallback, src: Path) -> TileCallback:

@@ -75,10 +75,10 @@ def live_variant(config: Config) -> str:
 
 def live_config(config: Config) -> Config:
     """The config the frames run with: ``http.live``'s size, quality, variant and performance hint, the faces
-    pass and palette off."""
+    pass, palette and ink off."""
     live = config.http.live
     image = config.image.model_copy(update={"resize": "max_side", "max_side": live.max_side, "faces": "off",
-                                            "portrait": "off", "palette": "off"})
+                                            "portrait": "off", "palette": "off", "ink": "off"})
     output = config.output.model_copy(update={"format": "jpeg", "quality": live.quality, "keep_exif": False,
                                               "keep_icc": False})
     model = config.model.model_copy(update={"variant": live_variant(config)})

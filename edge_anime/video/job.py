@@ -285,6 +285,7 @@ def _read_all(clip: _Clip, container: Any) -> None:
         clip.pipeline.submit(Job(src=clip.src, dst=None, tag=index, planned=planned, notify=clip.on_frame,
                                  tone=False,  # the writer runs the tone guard, in frame order
                                  palette=False,  # a palette chosen per frame would flicker
+                                 ink=False,  # and lines found per frame would flicker on noise
                                  faces=faces))
         clip.submitted += 1
         index += 1
