@@ -109,7 +109,7 @@ def ink_alpha(photo: np.ndarray) -> np.ndarray:
 def _coherence(luma: Image.Image) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """At half size: the coherence gate (0..1, ``COHERENCE_RAMP``) and the line's direction (unit x, y: across the
     mean gradient)."""
-    half = luma.resize((max(1, luma.width // 2), max(1, luma.height // 2)), Image.Resampling.BOX)
+    half = luma.reduce(2)  # exactly 2 x 2 pixels a cell (an odd side's last one half), aligned in every band
     small = np.asarray(half.filter(ImageFilter.GaussianBlur(0.5)), np.float32)
     gy, gx = np.gradient(small)
     j11, j22, j12 = (_smooth(v, COHERENCE_SIGMA) for v in (gx * gx, gy * gy, gx * gy))
@@ -117,10 +117,7 @@ def _coherence(luma: Image.Image) -> tuple[np.ndarray, tuple[np.ndarray, np.ndar
     lo, hi = COHERENCE_RAMP
     gate = np.clip((coherence - lo) / (hi - lo), 0, 1)
     theta = 0.5 * np.arctan2(2 * j12, j11 - j22)  # the mean gradient's direction; the line runs across it
-    # indexed by full-size rows // 2: one more row and column, so an odd size's last row and column have one
-    pad = ((0, luma.height - 2 * small.shape[0] + 1), (0, luma.width - 2 * small.shape[1] + 1))
-    return (np.pad(gate, pad, mode="edge"),
-            (np.pad(-np.sin(theta), pad, mode="edge"), np.pad(np.cos(theta), pad, mode="edge")))
+    return gate, (-np.sin(theta), np.cos(theta))  # indexed by full-size rows // 2, cols // 2
 
 
 def _smooth(values: np.ndarray, sigma: float) -> np.ndarray:
@@ -130,6 +127,10 @@ def _smooth(values: np.ndarray, sigma: float) -> np.ndarray:
     the ink's time, this a few ms, and the tensor only needs to be smooth, not exactly Gaussian."""
     height, width = values.shape
     cell = max(2, round(2 * sigma))
-    image = Image.fromarray(np.ascontiguousarray(values, np.float32), "F")
-    small = image.resize((max(1, -(-width // cell)), max(1, -(-height // cell))), Image.Resampling.BOX)
-    return np.asarray(small.resize((width, height), Image.Resampling.BILINEAR), np.float32)
+    # padded to whole cells, so the cells sit on the same grid in every band (``BAND_ROWS`` and ``MARGIN_ROWS`` are
+    # multiples of 2 x cell) and in the whole picture: bands then join without a seam
+    rows, cols = -(-height // cell), -(-width // cell)
+    padded = np.pad(values, ((0, rows * cell - height), (0, cols * cell - width)), mode="edge")
+    image = Image.fromarray(np.ascontiguousarray(padded, np.float32), "F")
+    small = image.resize((cols, rows), Image.Resampling.BOX)
+    return np.asarray(small.resize((cols * cell, rows * cell), Image.Resampling.BILINEAR), np.float32)[:height, :width]
