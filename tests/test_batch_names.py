@@ -38,12 +38,12 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_item4_an_output_name_is_its_inputs_alone_and_no_other_input_is_counted_done(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """photo.png alone gets photo_S.jpg; once photo.jpg lies beside it, each gets a name with its own
     extension (photo_png_S.jpg, photo_jpg_S.jpg), both stylized: photo.jpg is never counted done by
     photo.png's output, the old output is left as it was and said, and the next run renames nothing.
     stylize names by the same rule."""
-    inbox, out, cfg = tmp_path / "in", tmp_path / "out", write_config()
+    inbox, out, cfg = tmp_path / "in", tmp_path / "out", narrow_config()
     make_photo("photo.png", 96, 64, folder=inbox, seed=1)
     first = _cli("batch", inbox, "-o", out, "--config", cfg, "-q")
     assert first.returncode == EXIT_OK, first.stderr
@@ -76,11 +76,11 @@ def test_item4_an_output_name_is_its_inputs_alone_and_no_other_input_is_counted_
 
 
 def test_item5_an_output_folder_inside_the_input_is_never_fed_back(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """`batch in -r -o in/out` three times: one output, no scene_S_S.jpg; the run says once which folder it
     did not take. The watch folder's own folders under the input (its outbox) are skipped the same way."""
     inbox = tmp_path / "in"
-    cfg = write_config({"watch": {"root": str(inbox / "svc")}})
+    cfg = narrow_config({"watch": {"root": str(inbox / "svc")}})
     make_photo("scene_26.jpg", 80, 64, folder=inbox)
     make_photo("ready_toon.jpg", 64, 64, folder=inbox / "svc" / "outbox")  # the service's output
     out = inbox / "out"
@@ -101,10 +101,10 @@ def test_item5_an_output_folder_inside_the_input_is_never_fed_back(
 
 
 def test_item5_an_output_folder_that_is_the_input_folder_takes_no_output_as_input(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """`batch photos -o photos` and `stylize photos -o photos`: the second run took photo_S.jpg as an input
     and wrote photo_S_S.jpg beside it. A file named as the output of an input beside it is not an input."""
-    photos, cfg = tmp_path / "photos", write_config()
+    photos, cfg = tmp_path / "photos", narrow_config()
     make_photo("photo.jpg", 80, 64, folder=photos)
     make_photo("photo.png", 80, 64, folder=photos, seed=3)  # a clash: both named by their extension
     make_photo("other.jpg", 80, 64, folder=photos, seed=4)
@@ -128,11 +128,11 @@ def _full_but_one_page(folder: Path) -> None:
 
 
 def test_item6_a_disk_that_fails_the_writes_is_the_boxs_fault_with_each_inputs_reason(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """Every write fails for a full disk during the run, failed.jsonl included: exit 74 (EX_IOERR), each
     input's reason on the terminal, one line that blames the box and not the inputs; no "internal error",
     no traceback (it was exit 70 from an OSError writing failed.jsonl)."""
-    inbox, cfg = tmp_path / "in", write_config()
+    inbox, cfg = tmp_path / "in", narrow_config()
     names = [f"{'p' * 170}_{i}.jpg" for i in range(8)]  # long names: the list of failures is over a page
     for i, name in enumerate(names):
         make_photo(name, 96, 64, folder=inbox, seed=i)
@@ -159,11 +159,11 @@ def _refused(command: str, out: Path, inbox: Path, cfg: Path) -> str:
 
 
 def test_item17_an_unwritable_output_folder_is_refused_before_any_work(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """A read-only mount (and a folder below it), a file in place of the folder, a full disk and, where this
     user is not root (root writes into mode 0555 anyway), a mode-0555 folder: stylize and batch refuse each
     at once with exit 73 (EX_CANTCREAT) and a line naming the path, before compiling anything."""
-    inbox, cfg = tmp_path / "in", write_config()
+    inbox, cfg = tmp_path / "in", narrow_config()
     make_photo("a.jpg", 64, 64, folder=inbox)
     afile = tmp_path / "afile"
     afile.write_text("not a folder\n", encoding="utf-8")
@@ -216,10 +216,10 @@ def _on_a_terminal(*args: str | Path) -> tuple[int, str]:
 
 @pytest.mark.slow  # ~20 s loaded: two commands on a pseudo-terminal, read to the end
 def test_item16_stylize_shows_pictures_done_on_a_terminal_of_no_reported_size(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """On a terminal that reports 0 x 0, tqdm drew nothing at all: stylize (and batch) were silent while the
     photos ran. Both now draw the bar with the pictures done; with stderr not a terminal, no bar."""
-    inbox, cfg = tmp_path / "in", write_config()
+    inbox, cfg = tmp_path / "in", narrow_config()
     for i in range(2):
         make_photo(f"p{i}.jpg", 80, 64, folder=inbox, seed=i)
     for command in ("stylize", "batch"):
@@ -231,13 +231,13 @@ def test_item16_stylize_shows_pictures_done_on_a_terminal_of_no_reported_size(
 
 
 def test_item13_failed_list_keeps_a_command_line_input_with_a_colon_whole(
-        tmp_path: Path, write_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
+        tmp_path: Path, narrow_config: Callable[..., Path], make_photo: Callable[..., Path]) -> None:
     """failed.jsonl's ``input`` of a command-line input that names nothing is the input as given, not the
     part before its first ':' (``in/a:b.jpg`` was ``in/a``)."""
     photo = make_photo("ok.jpg", 64, 64, folder=tmp_path / "in")
     missing = str(tmp_path / "in" / "a:b:c.jpg")
     out = tmp_path / "out"
-    proc = _cli("batch", photo, missing, "-o", out, "--config", write_config(), "-q")
+    proc = _cli("batch", photo, missing, "-o", out, "--config", narrow_config(), "-q")
     assert proc.returncode == EXIT_FAILURES, proc.stderr
     [record] = [json.loads(line) for line in (out / "failed.jsonl").read_text(encoding="utf-8").splitlines()]
     assert record == {"input": missing, "reason": f"{missing}: no such file or folder", "bug": False}

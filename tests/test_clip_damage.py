@@ -6,6 +6,8 @@ permuted), recordings joined byte-wise (``cat a.ts b.ts``: the times jump back a
 Matroska file whose times repeat, and a WebM whose VP8 stream turns from landscape to 200x900 portrait
 mid-way (a WebRTC recording when the phone is turned). Before the fix the first three ended in a traceback
 from the muxer (exit 70) and the last had its portrait frames squeezed into the landscape picture.
+The commands run the quarter-width seeded-random style (``narrow_config``): the times and the picture's
+placement are the claim, the same through any style, and the full width's inference was most of each command.
 """
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def assert_clean_output(proc: subprocess.CompletedProcess[str], out: Path, name:
 
 @pytest.mark.parametrize("source", ["avi", "h264"])
 def test_item11_a_genpts_remux_of_b_frames_is_retimed_to_its_true_times(
-        write_config: Callable[..., Path], tmp_path: Path, source: str) -> None:
+        narrow_config: Callable[..., Path], tmp_path: Path, source: str) -> None:
     """What ``ffmpeg -fflags +genpts -i in.avi -c copy out.mp4`` writes: an AVI stores no pts, so each packet
     gets its dts (from 0) plus one frame, in decode order, and the decoder's display-order frames carry the
     times permuted. From a raw ``.h264`` the pts are the dts themselves, from two frames before 0, so the MP4
@@ -92,7 +94,7 @@ def test_item11_a_genpts_remux_of_b_frames_is_retimed_to_its_true_times(
     assert told != sorted(told)                               # the damage: decoded times out of order
     assert len(told) == (2 * FPS if source == "avi" else 2 * FPS - 2)
     out = tmp_path / "out"
-    proc = stylize_cli(write_config({"image": {"max_side": 64}}), src, out)
+    proc = stylize_cli(narrow_config({"image": {"max_side": 64}}), src, out)
     after, before = assert_clean_output(proc, out, "genpts_randgen.mp4"), read_clip(src)
     assert "out of display order" in proc.stderr
     assert frame_times(out / "genpts_randgen.mp4") == sorted(told)   # each frame at its true time
@@ -102,7 +104,7 @@ def test_item11_a_genpts_remux_of_b_frames_is_retimed_to_its_true_times(
 
 
 def test_item11_joined_recordings_whose_times_jump_back_play_one_after_the_other(
-        write_config: Callable[..., Path], tmp_path: Path) -> None:
+        narrow_config: Callable[..., Path], tmp_path: Path) -> None:
     """``cat a.ts a.ts > joined.ts`` (camcorder .MTS segments are joined so): frames and sound both restart
     at the seam. Before: exit 70 from the muxer. After: the second part follows the first, 2 s of picture and
     of sound, every frame kept."""
@@ -112,7 +114,7 @@ def test_item11_joined_recordings_whose_times_jump_back_play_one_after_the_other
     told = frame_times(src)
     assert len(told) == 2 * FPS and told[FPS] < told[FPS - 1]  # the damage: back to the start at the seam
     out = tmp_path / "out"
-    proc = stylize_cli(write_config({"image": {"max_side": 64}, "video": {"extensions": ["mp4", "ts"]}}), src, out)
+    proc = stylize_cli(narrow_config({"image": {"max_side": 64}, "video": {"extensions": ["mp4", "ts"]}}), src, out)
     after = assert_clean_output(proc, out, "joined_randgen.mp4")
     assert "jump(s) back in time" in proc.stderr
     assert after["frames"] == 2 * FPS
@@ -120,7 +122,7 @@ def test_item11_joined_recordings_whose_times_jump_back_play_one_after_the_other
     assert abs(after["audio"][0]["seconds"] - 2 * read_clip(part)["audio"][0]["seconds"]) <= 0.05
 
 
-def test_item11_repeated_times_keep_every_frame(write_config: Callable[..., Path], tmp_path: Path) -> None:
+def test_item11_repeated_times_keep_every_frame(narrow_config: Callable[..., Path], tmp_path: Path) -> None:
     """A Matroska file whose frames come in pairs with one time each (its muxer takes equal times). Before:
     exit 70 from the muxer. After: every frame kept, in order, each repeat one tick after its twin."""
     made = make_clip(tmp_path / "made.mkv", seconds=1.0, container="matroska", audio=None)
@@ -133,7 +135,7 @@ def test_item11_repeated_times_keep_every_frame(write_config: Callable[..., Path
     told = frame_times(src)
     assert len(set(told)) < len(told)                         # the damage: repeated times
     out = tmp_path / "out"
-    proc = stylize_cli(write_config({"image": {"max_side": 64}}), src, out)
+    proc = stylize_cli(narrow_config({"image": {"max_side": 64}}), src, out)
     after = assert_clean_output(proc, out, "pairs_randgen.mp4")
     assert "repeated time(s)" in proc.stderr
     assert after["frames"] == FPS
@@ -189,7 +191,7 @@ def turning_webm(path: Path, *, landscape: tuple[int, int] = (320, 180), portrai
 
 
 def test_item13_a_clip_turning_portrait_mid_stream_is_pillarboxed_not_squeezed(
-        write_config: Callable[..., Path], tmp_path: Path) -> None:
+        narrow_config: Callable[..., Path], tmp_path: Path) -> None:
     """Landscape 320x180 then 200x900 frames. Before: the portrait frames stretched over the whole 96x54
     output (the white middle half spanned half its width). After: each shown whole at its own aspect, 12x54
     in the middle, black bars either side; the landscape frames fill the picture as before."""
@@ -197,7 +199,7 @@ def test_item13_a_clip_turning_portrait_mid_stream_is_pillarboxed_not_squeezed(
     with av.open(str(src)) as clip:
         assert {(f.width, f.height) for f in clip.decode(video=0)} == {(320, 180), (200, 900)}
     out = tmp_path / "out"
-    proc = stylize_cli(write_config({"image": {"max_side": 96}}), src, out)
+    proc = stylize_cli(narrow_config({"image": {"max_side": 96}}), src, out)
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in out.iterdir()] == ["turned_randgen.mp4"]
     with av.open(str(out / "turned_randgen.mp4")) as clip:

@@ -123,17 +123,18 @@ def test_empty_file_is_all_defaults(tmp_path: Path) -> None:
     assert config.image.max_side == 1024 and config.source == (tmp_path / "empty.yaml").resolve()
 
 
-def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, random_ir: Path) -> None:
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path, narrow_ir: Path) -> None:
+    # the quarter-width style: `config check` compiles it into the box's own cache, and the paths are the claim
     box = tmp_path / "etc" / "box"
     box.mkdir(parents=True)
-    (box / "models").symlink_to(random_ir.parent)
+    (box / "models").symlink_to(narrow_ir.parent)
     (box / "box.yaml").write_text(yaml.safe_dump({
-        "model": {"path": f"models/{random_ir.name}/model.xml", "dirs": ["models", "/opt/models"]},
+        "model": {"path": f"models/{narrow_ir.name}/model.xml", "dirs": ["models", "/opt/models"]},
         "device": {"cache_dir": "cache"},
         "watch": {"inbox": "../drop", "done": "~/done"},
     }), encoding="utf-8")
     config = load_config(box / "box.yaml")
-    assert Path(config.model.path) == box / "models" / random_ir.name / "model.xml"
+    assert Path(config.model.path) == box / "models" / narrow_ir.name / "model.xml"
     assert config.model.dirs == [box / "models", Path("/opt/models"), bundled_models_dir()]
     assert config.device.cache_dir == box / "cache"
     assert config.watch.root == default_locations().state  # not under the config's folder: the install's own

@@ -170,12 +170,12 @@ def test_group_shots_stylized_with_faces_have_no_seam(write_config: Callable[...
 
 
 # -- entry points: the API and what a result says ----------------------------------------------------------
-def test_api_result_carries_the_faces_in_output_pixels(write_config: Callable[..., Path], random_ir: Path,
+def test_api_result_carries_the_faces_in_output_pixels(write_config: Callable[..., Path], narrow_ir: Path,
                                                        tmp_path: Path, shared_photos: Path) -> None:
     group = groups(shared_photos, 1, seed=7, long_side=800, faces=(3, 3), sizes=(100.0, 250.0))[0]
     src = tmp_path / "group.jpg"
     group.image.save(src, quality=95)
-    small = load_config(_config(write_config, tmp_path, random_ir, max_side=600, upscale_to_original=True))
+    small = load_config(_config(write_config, tmp_path, narrow_ir, max_side=600, upscale_to_original=True))
     with Stylizer(small) as stylizer:
         result = stylizer.run(src)
     assert result.out_size == group.image.size  # upscaled back: the boxes must be in these pixels
@@ -185,11 +185,11 @@ def test_api_result_carries_the_faces_in_output_pixels(write_config: Callable[..
     assert result.timings_s["detect"] > 0 and result.timings_s["faces"] > 0
 
 
-def test_no_face_gives_the_picture_without_faces_mode(write_config: Callable[..., Path], random_ir: Path,
+def test_no_face_gives_the_picture_without_faces_mode(write_config: Callable[..., Path], narrow_ir: Path,
                                                       tmp_path: Path) -> None:
     src = tmp_path / "scene.png"
     synthetic_photo(320, 240, seed=9).save(src)
-    on = load_config(_config(write_config, tmp_path, random_ir))
+    on = load_config(_config(write_config, tmp_path, narrow_ir))
     off = on.model_copy(update={"image": on.image.model_copy(update={"faces": "off"})})
     with Stylizer(on) as stylizer:
         with_faces = stylizer.run(src)
@@ -201,14 +201,14 @@ def test_no_face_gives_the_picture_without_faces_mode(write_config: Callable[...
 
 
 # -- bad input ---------------------------------------------------------------------------------------------
-def test_a_face_cut_by_the_edge(write_config: Callable[..., Path], random_ir: Path, tmp_path: Path,
+def test_a_face_cut_by_the_edge(write_config: Callable[..., Path], narrow_ir: Path, tmp_path: Path,
                                 shared_photos: Path) -> None:
     rgb = _face_photo(shared_photos, "face_5.jpg")
     x0, _, x1, _ = FACE_BOXES["face_5.jpg"]
     cut = rgb[:, x0 + (x1 - x0) // 3:]  # a third of the face off the left edge
     src = tmp_path / "edge.png"
     Image.fromarray(cut).save(src)
-    with Stylizer(load_config(_config(write_config, tmp_path, random_ir, max_side=400))) as stylizer:
+    with Stylizer(load_config(_config(write_config, tmp_path, narrow_ir, max_side=400))) as stylizer:
         result = stylizer.run(src)
     assert result.image is not None and result.out_size is not None
     width, height = result.out_size
@@ -218,14 +218,14 @@ def test_a_face_cut_by_the_edge(write_config: Callable[..., Path], random_ir: Pa
     assert x == 0 and w > 0 and h > 0 and x + w <= width and y + h <= height
 
 
-def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[..., Path], random_ir: Path,
+def test_a_face_larger_than_the_pictures_shorter_side(write_config: Callable[..., Path], narrow_ir: Path,
                                                       tmp_path: Path, shared_photos: Path) -> None:
     rgb = _face_photo(shared_photos, "face_5.jpg")
     _, y0, _, y1 = FACE_BOXES["face_5.jpg"]
     band = rgb[y0 + 60:y1 - 60, :]  # a wide strip through the face: the face is taller than the picture
     src = tmp_path / "strip.png"
     Image.fromarray(band).save(src)
-    with Stylizer(load_config(_config(write_config, tmp_path, random_ir, max_side=300))) as stylizer:
+    with Stylizer(load_config(_config(write_config, tmp_path, narrow_ir, max_side=300))) as stylizer:
         result = stylizer.run(src)  # ~300 x 100 px with a ~140 px face in it
     assert result.image is not None and result.out_size is not None
     width, height = result.out_size

@@ -1,6 +1,8 @@
 """Clips: made with PyAV itself, stylized through the real pipeline on the seeded-random IR, read back with
 PyAV. The service tests run `python -m edge_anime run` as a real process with real signals (test_service's
-helpers). Clips are 160x120 at 24 fps and inference runs at 64-96 px, so each test takes seconds.
+helpers). Clips are 160x120 at 24 fps and inference runs at 64-96 px, so each test takes seconds. The fast
+tier's clips run the quarter-width seeded-random style (``narrow_config``): their claims are the clip's frames,
+times, sound and limits, the same through any style (issue 44).
 """
 from __future__ import annotations
 
@@ -129,9 +131,9 @@ def test_clip_keeps_frames_rate_duration_rotation_and_copies_its_audio(
     assert hidden(tmp_path / "out") == []
 
 
-def test_sound_mp4_cannot_hold_is_reencoded_to_aac(write_config: Callable[..., Path], tmp_path: Path) -> None:
+def test_sound_mp4_cannot_hold_is_reencoded_to_aac(narrow_config: Callable[..., Path], tmp_path: Path) -> None:
     src = make_clip(tmp_path / "pcm.mkv", seconds=1.5, audio="pcm_s16le", container="matroska")
-    result = stylize(write_config({"image": {"max_side": 64}}), src, tmp_path / "pcm_randgen.mp4")
+    result = stylize(narrow_config({"image": {"max_side": 64}}), src, tmp_path / "pcm_randgen.mp4")
     assert result.ok, result.error
     before, after = read_clip(src), read_clip(tmp_path / "pcm_randgen.mp4")
     assert result.audio == "pcm_s16le -> aac"
@@ -142,10 +144,10 @@ def test_sound_mp4_cannot_hold_is_reencoded_to_aac(write_config: Callable[..., P
     assert abs(after["audio"][0]["seconds"] - 1.5) <= 0.05
 
 
-def test_static_region_blend_lowers_flicker(write_config: Callable[..., Path], tmp_path: Path) -> None:
+def test_static_region_blend_lowers_flicker(narrow_config: Callable[..., Path], tmp_path: Path) -> None:
     """The figure itself (output change / input change on static pixels) before and after the blend."""
     src = make_clip(tmp_path / "noisy.mp4", seconds=1.0, noise=2.0, audio=None)
-    result = stylize(write_config({"image": {"max_side": 96}, "video": {"temporal_smoothing": 0.6}}), src,
+    result = stylize(narrow_config({"image": {"max_side": 96}, "video": {"temporal_smoothing": 0.6}}), src,
                      tmp_path / "noisy_randgen.mp4")
     assert result.ok, result.error
     assert result.flicker is not None
@@ -154,7 +156,7 @@ def test_static_region_blend_lowers_flicker(write_config: Callable[..., Path], t
     assert after < 0.8 * before
 
 
-def test_stylize_command_takes_clips_beside_photos(write_config: Callable[..., Path], tmp_path: Path,
+def test_stylize_command_takes_clips_beside_photos(narrow_config: Callable[..., Path], tmp_path: Path,
                                                    make_photo: Callable[..., Path]) -> None:
     import subprocess
 
@@ -163,7 +165,7 @@ def test_stylize_command_takes_clips_beside_photos(write_config: Callable[..., P
     make_clip(folder / "clip.mov", seconds=1.0, container="mov")
     make_photo("photo.jpg", 64, 48, folder=folder)
     proc = subprocess.run([sys.executable, "-m", "edge_anime", "stylize", str(folder), "-o", str(tmp_path / "out"),
-                           "--config", str(write_config({"image": {"max_side": 64}}))],
+                           "--config", str(narrow_config({"image": {"max_side": 64}}))],
                           capture_output=True, text=True, timeout=scaled(300), check=False)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["clip_randgen.mp4", "photo_randgen.jpg"]
@@ -215,7 +217,7 @@ def understated(src: Path, *, header_ms: float) -> Path:
 @pytest.mark.parametrize(("override", "words"), [({"max_frames": 10}, "more than video.max_frames=10 frames"),
                                                  ({"max_seconds": 1.0}, "longer than video.max_seconds=1")])
 def test_a_header_that_understates_the_length_is_counted_while_decoding(
-        write_config: Callable[..., Path], tmp_path: Path, override: dict[str, Any], words: str) -> None:
+        narrow_config: Callable[..., Path], tmp_path: Path, override: dict[str, Any], words: str) -> None:
     """A 2 s Matroska clip (48 frames) whose header says 0.2 s (5 frames): it passed the header's limits and
     every frame was stylized; the reader now counts frames and seconds and stops at the limit."""
     from edge_anime.errors import InputError
@@ -224,7 +226,7 @@ def test_a_header_that_understates_the_length_is_counted_while_decoding(
     with av.open(str(src)) as clip:
         assert clip.duration == 200_000 and sum(1 for _ in clip.decode(video=0)) == 2 * FPS
     (tmp_path / "out").mkdir()
-    result = stylize(write_config({"image": {"max_side": 64}, "video": override}), src,
+    result = stylize(narrow_config({"image": {"max_side": 64}, "video": override}), src,
                      tmp_path / "out" / "liar_randgen.mp4")
     assert isinstance(result.error, InputError) and result.error.stage == "decode", result.error
     assert words in str(result.error) and str(src) in str(result.error) and "header states" in str(result.error)

@@ -4,9 +4,10 @@ again for each clip from the ``video`` settings it is given, so a reload that ch
 takes effect at the next clip.
 
 Real OpenVINO, real clips made with PyAV (test_video's helper: 160x120, half a second, no sound), the
-session's seeded-random IR at 64 px. Its style copy here gets a second IR entry, ``student``, made for live
-frames (``uses: [live]``, as training/ship_student.py writes toon's): the same weights under another name, so
-which IR ran is told by name (``ClipResult.variant``, ``Stylizer.model_of``), never by timing.
+session's quarter-width seeded-random IR (``narrow_ir``: which IR runs is the claim, not its pixels) at 64 px.
+Its style copy here gets a second IR entry, ``student``, made for live frames (``uses: [live]``, as
+training/ship_student.py writes toon's): the same weights under another name, so which IR ran is told by name
+(``ClipResult.variant``, ``Stylizer.model_of``), never by timing.
 """
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def _style_with_student(random_ir: Path, folder: Path, *, mean_db: float = 31.0)
 
 
 @pytest.fixture
-def student_style(random_ir: Path, tmp_path: Path) -> Path:
-    return _style_with_student(random_ir, tmp_path)
+def student_style(narrow_ir: Path, tmp_path: Path) -> Path:
+    return _style_with_student(narrow_ir, tmp_path)
 
 
 @pytest.fixture
@@ -111,11 +112,11 @@ def test_a_named_variant_the_photos_run_already_shares_their_engine(
 
 
 def test_live_on_a_style_without_a_live_variant_runs_the_photos_variant_and_says_so_once(
-        write_config: Callable[..., Path], random_ir: Path, tmp_path: Path, clip: Path,
+        write_config: Callable[..., Path], narrow_ir: Path, tmp_path: Path, clip: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     from edge_anime import Stylizer
 
-    weak = _style_with_student(random_ir, tmp_path, mean_db=27.0)  # under the live floor: no live variant
+    weak = _style_with_student(narrow_ir, tmp_path, mean_db=27.0)  # under the live floor: no live variant
     with caplog.at_level(logging.INFO, logger="edge_anime.stylizer"), \
             Stylizer(_config(write_config, weak, "live")) as stylizer:
         for name in ("one.mp4", "two.mp4"):
