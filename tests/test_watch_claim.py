@@ -14,6 +14,7 @@ from edge_anime.config import WatchSection
 from edge_anime.core.naming import suffixed
 from edge_anime.errors import ConfigError
 from edge_anime.fsutil import TEMP_PREFIX
+from edge_anime.watch import claim as claim_module
 from edge_anime.watch.claim import (
     WorkerDir,
     adopt_orphans,
@@ -84,7 +85,9 @@ def test_claim_is_exclusive_and_keeps_odd_names(tmp_path: Path) -> None:
     assert again is not None and again.rel == name and again.path == claim.path
 
 
-def test_same_worker_id_twice_is_a_config_error(tmp_path: Path) -> None:
+def test_same_worker_id_twice_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the wait for a lock an adopter holds briefly, 2 s, shortened: the holder here keeps it until it is killed
+    monkeypatch.setattr(claim_module, "LOCK_RETRY_SECONDS", 0.2)
     holder = _lock_in_child(tmp_path, "box2")
     try:
         with pytest.raises(ConfigError, match="in use by another running worker"):

@@ -92,13 +92,13 @@ def test_slow_writer_is_offered_only_when_complete(inbox: Path, detector_factory
     det = detector_factory(detector=mode, settle_seconds=scaled(0.5))  # type: ignore[operator]
     path = inbox / "slow.jpg"
     with _offers(det, path) as offered:
-        with open(path, "wb") as fh:  # one open file, written in chunks over ~1.5 s (pauses shorter than settle)
-            for _ in range(8):
+        with open(path, "wb") as fh:  # one open file, written in chunks over ~1 s (pauses shorter than settle,
+            for _ in range(5):        # the whole write twice as long)
                 fh.write(b"x" * 1000)
                 fh.flush()
                 time.sleep(0.2)
         _until_offered(offered)
-    assert offered and offered[0] == ("slow.jpg", 8000)
+    assert offered and offered[0] == ("slow.jpg", 5000)
 
 
 @contextlib.contextmanager
@@ -130,7 +130,7 @@ def _until_offered(offered: list[tuple[str, int]]) -> None:
 
 def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_path: Path,
                                                               detector_factory: object) -> None:
-    settle = scaled(2.0)  # a loaded box's moved-to offers take longer too: the gap to settle keeps its proportion
+    settle = scaled(1.0)  # a loaded box's moved-to offers take longer too: the gap to settle keeps its proportion
     det = detector_factory(detector="inotify", settle_seconds=settle)  # type: ignore[operator]
     assert det.mode == "inotify"
     (inbox / "cp.jpg").write_bytes(b"cp")                      # close-write: settles from the close
@@ -150,13 +150,13 @@ def test_inotify_sees_cp_and_rsync_style_rename_and_moved_in(inbox: Path, tmp_pa
 def test_a_writer_that_closes_and_reopens_to_append_arrives_as_one_file(inbox: Path,
                                                                         detector_factory: object) -> None:
     """Issue 13 item 4: ten opens for append used to be ten fragments (g.jpg, g-1.jpg...) in failed/."""
-    det = detector_factory(detector="inotify", settle_seconds=scaled(1.0))  # type: ignore[operator]
+    det = detector_factory(detector="inotify", settle_seconds=scaled(0.5))  # type: ignore[operator]
     path = inbox / "g.jpg"
     with _offers(det, path) as offered:
-        for _ in range(6):  # close and reopen every 0.4 s: each close is a close-write event
+        for _ in range(6):  # close and reopen every 0.2 s (0.4 of settle): each close is a close-write event
             with open(path, "ab") as fh:
                 fh.write(b"x" * 1000)
-            time.sleep(0.4)
+            time.sleep(0.2)
         _until_offered(offered)
         time.sleep(0.3)  # a second offer, were there one, would come within a poll or two
     assert offered == [("g.jpg", 6000)]
