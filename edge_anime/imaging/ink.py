@@ -13,10 +13,13 @@ How, per pixel, all of it cheap filters (``INK_MS`` below):
    extraction of XDoG, Winnemoeller et al. 2012): negative along a dark line and on the dark side of an edge.
 2. **Not texture**: minus ``TEXTURE_INHIBIT`` times the local mean of |DoG| (``TEXTURE_SIGMA``): grass, gravel and
    leaves are busy everywhere, a wire against the sky is alone (surround inhibition, Grigorescu et al. 2003).
-3. **One direction**: the structure tensor's coherence (half size, ``COHERENCE_SIGMA``): along a line or a
-   building's edge the gradients agree, in foliage they point every way. Without 2 and 3 every leaf got a black
+3. **A line, not an edge**: brighter on both sides across it (``RIDGE_PX``): a cloud's soft rim or a wall's shade
+   is brighter on one side only, and inked it drew dashes along every cloud (the step edges the network draws
+   itself).
+4. **One direction**: the structure tensor's coherence (half size, ``COHERENCE_SIGMA``): along a line or a
+   building's edge the gradients agree, in foliage they point every way. Without 2 and 4 every leaf got a black
    speck ("confetti", what issue 41 names as today's flaw).
-4. **Continuous**: a pixel keeps its ink only as far as ink goes on along the line's direction on both sides
+5. **Continuous**: a pixel keeps its ink only as far as ink goes on along the line's direction on both sides
    (``REACH_PX``), and a one-pixel gap between two inked pixels on the line is filled: strokes, not dashes.
 
 The ink darkens the stylized colour (to ``1 - DARKEN`` of it at full strength): a dark line in the local hue,
@@ -42,12 +45,14 @@ COHERENCE_FLOOR = 4.0  # added to the tensor's trace: a flat area's few-level no
 THRESHOLD = 2.5  # inhibited DoG (u8 levels) where ink starts ...
 SOFTNESS = 5.0  # ... and this many levels further it is full: antialiased, not a hard stroke
 GAP_LEVELS = 1.0  # a gap pixel needs at least this much DoG to be filled (a flat area has none: not a candidate)
-REACH_PX = (2.0, 4.0)  # along the line, each side: ink must go on at one of these distances
+RIDGE_PX = 3.0  # across the line, each side: both must be brighter than the line by THRESHOLD
+REACH_PX = (3.0, 6.0)  # along the line, each side: ink must go on at one of these distances (no dash under ~7 px)
+GAP_PX = 2.0  # a gap this far from ink on both sides along the line is filled
 DARKEN = 0.85
 BAND_ROWS = 256
 MARGIN_ROWS = 24  # > 3 x the widest filter (TEXTURE_SIGMA), so bands join without a seam
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
-INK_MS = "~85 ms CPU at 1024 x 768 on a 2-vCPU EPYC under load (the picture itself: ~1.3 CPU-s)"
+INK_MS = "~70-85 ms CPU at 1024 x 768 on a 2-vCPU EPYC under load (the picture itself: ~1.3 CPU-s)"
 
 
 def draw_ink(stylized: np.ndarray, photo: np.ndarray, *, strength: float,
@@ -74,7 +79,7 @@ def draw_ink(stylized: np.ndarray, photo: np.ndarray, *, strength: float,
 
 
 def ink_alpha(photo: np.ndarray) -> np.ndarray:
-    """0..1 per pixel: how much ink (module doc, steps 1-4) the photo's structure asks for."""
+    """0..1 per pixel: how much ink (module doc, steps 1-5) the photo's structure asks for."""
     luma = Image.fromarray(np.ascontiguousarray(photo)).convert("L")
     fine = np.asarray(luma.filter(ImageFilter.GaussianBlur(LINE_SIGMA)), np.float32)
     coarse = np.asarray(luma.filter(ImageFilter.GaussianBlur(LINE_SIGMA * LINE_RATIO)), np.float32)
@@ -89,18 +94,26 @@ def ink_alpha(photo: np.ndarray) -> np.ndarray:
         return alpha
     gate, (tx, ty) = _coherence(luma)
     gate_at, tx_at, ty_at = gate[rows // 2, cols // 2], tx[rows // 2, cols // 2], ty[rows // 2, cols // 2]
-    raw = np.clip(response[rows, cols] / SOFTNESS, 0, 1) * gate_at
+
+    def at(values: np.ndarray, along_px: float, across_px: float = 0.0) -> np.ndarray:
+        """``values`` at each candidate moved along its line and across it (the line's normal is (ty, -tx))."""
+        y = np.clip(np.rint(rows + along_px * ty_at - across_px * tx_at), 0, height - 1).astype(np.intp)
+        x = np.clip(np.rint(cols + along_px * tx_at + across_px * ty_at), 0, width - 1).astype(np.intp)
+        return values[y, x]
+
+    # a line, not an edge: brighter on both sides across it (a cloud's soft rim or a wall's shade is brighter on one)
+    centre = fine[rows, cols]
+    ridge = np.minimum(at(fine, 0.0, RIDGE_PX), at(fine, 0.0, -RIDGE_PX)) - centre
+    raw = np.clip(np.minimum(response[rows, cols], ridge - THRESHOLD) / SOFTNESS, 0, 1) * gate_at
     alpha[rows, cols] = raw
 
     def along(step: float) -> np.ndarray:
-        y = np.clip(np.rint(rows + step * ty_at), 0, height - 1).astype(np.intp)
-        x = np.clip(np.rint(cols + step * tx_at), 0, width - 1).astype(np.intp)
-        return alpha[y, x]
+        return at(alpha, step)
 
     near, far = REACH_PX
     ahead = np.maximum(along(near), along(far))
     behind = np.maximum(along(-near), along(-far))
-    gap = np.minimum(along(near), along(-near))  # both neighbours on the line inked: fill between them
+    gap = np.minimum(along(GAP_PX), along(-GAP_PX))  # both neighbours on the line inked: fill between them
     kept = np.maximum(np.minimum(raw, 1.5 * np.minimum(ahead, behind)), np.minimum(gap, 1.0) * (gate_at > 0))
     alpha[rows, cols] = kept
     return alpha
