@@ -57,11 +57,14 @@ def test_a_stopped_distillation_resumes_and_exports_a_loadable_student(tmp_path:
     assert student(torch.zeros(1, 3, 32, 32)).shape == (1, 3, 32, 32)
 
 
-def test_a_distillation_can_start_from_an_earlier_student(tmp_path: Path) -> None:
+def test_a_distillation_can_start_from_an_earlier_student(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a teacher is refit, the student distilled from its previous fit is the starting point
     (``--init``): the run begins with exactly its weights, not the teacher's slices, and says so in the log."""
     from edge_anime_converters.generator import Generator, seeded_random_generator
+    from training import distill as module
     from training.distill import distill, load_generator
+
+    monkeypatch.setattr(module, "EVAL_SIDE_PX", 64)  # the scores are logged, not what is tested: small pictures
 
     pool, teacher, earlier = tmp_path / "pool.npz", tmp_path / "teacher.pt", tmp_path / "earlier.pt"
     _pool(pool)
