@@ -158,7 +158,7 @@ def test_every_photo_of_the_pipeline_gets_the_styles_palette(random_ir: Path, tm
 
 def test_the_bundled_styles_paint_with_their_palette() -> None:
     """Both bundled styles are cel looks: their manifests turn the palette on."""
-    for name, chroma in (("toon", 1.05), ("cel", 1.0)):  # the toon model paints a little paler than its target
+    for name, chroma in (("toon", 1.12), ("cel", 1.0)):  # the toon model paints a little paler than its target
         palette = load_model_info(bundled_models_dir() / name).palette
         assert palette == PaletteSpec(enabled=True, colours=256, chroma=chroma), name
 

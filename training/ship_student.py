@@ -42,15 +42,14 @@ import yaml
 from PIL import Image
 
 from edge_anime_converters.convert import convert
-from edge_anime_converters.quantize import INT8_CANDIDATES, Int8Setup
+from edge_anime_converters.quantize import DECODER_FLOAT3_SETUPS, Int8Setup
 
 REPO = Path(__file__).resolve().parents[1]
 PHOTOS = REPO.parent / "shared" / "photos"
 VARIANT = "student_int8"
 FRAME_SIDE_PX = 384
 # the converter's candidates from the one with block_d.1, block_e.1 and block_e.2 float (the docstring's table)
-STUDENT_INT8_SETUPS: tuple[Int8Setup, ...] = tuple(
-    s for s in INT8_CANDIDATES if {"block_d.1", "block_e.1", "block_e.2"} <= set(s.ignore))
+STUDENT_INT8_SETUPS: tuple[Int8Setup, ...] = DECODER_FLOAT3_SETUPS
 
 
 def _sha256(path: Path) -> str:
