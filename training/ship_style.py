@@ -5,7 +5,7 @@
 Why a script and not just ``edge-anime convert`` twice: the checkpoint is kept in ``training/checkpoints/``
 (not in ``models/``: two styles' checkpoints would take ``models/`` past its 24 MB budget, and the runtime
 never reads them); the converter's ``verify.png`` (4 rows of noisy synthetic images, ~1.8 MB) is re-encoded
-as a 64-colour palette PNG (~0.25 MB): it is a picture for a person, not data, and nothing hashes it; and
+as a 32-colour palette PNG (~0.2 MB; 64 colours until toon3 took models/ past 24 MiB): it is a picture for a person, not data, and nothing hashes it; and
 the INT8 variant needs calibration photos, which ``--calib`` names (NNCF PTQ on real photos; without them
 the style ships FP16 only and says so).
 
