@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from ..imaging.guided import LUMA
 from . import landmarks as lm
 
 # The face mesh's contours (``landmarks``), cut into the open lines the drawing needs: each lid from the outer
@@ -80,7 +81,6 @@ STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # it turned into blotches on face_5's forehead.
 GREY_CHROMA = (4.0, 8.0)
 GREY_DARK = (20.0, 30.0)
-LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
 @dataclass(frozen=True)

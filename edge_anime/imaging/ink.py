@@ -7,7 +7,8 @@ art. The photo still has it at the output's size, so the lines are taken from th
 cel palette and the tone guard (the guard's curve would otherwise lighten them) and before the portraits (a drawn
 face keeps its own lines: the photo's wrinkles are not inked over it).
 
-How, per pixel, all of it cheap filters (``INK_MS`` below):
+How, per pixel, all of it cheap filters (70-85 ms CPU at 1024 x 768 on a 2-vCPU EPYC under load; the picture's
+own path is ~1.3 CPU-s):
 
 1. **Lines**: a difference of Gaussians of the photo's luma (``LINE_SIGMA`` and ``LINE_RATIO`` times it; the line
    extraction of XDoG, Winnemoeller et al. 2012): negative along a dark line and on the dark side of an edge.
@@ -51,8 +52,6 @@ GAP_PX = 2.0  # a gap this far from ink on both sides along the line is filled
 DARKEN = 0.85
 BAND_ROWS = 256
 MARGIN_ROWS = 24  # > 3 x the widest filter (TEXTURE_SIGMA), so bands join without a seam
-LUMA = np.array([0.299, 0.587, 0.114], np.float32)
-INK_MS = "~70-85 ms CPU at 1024 x 768 on a 2-vCPU EPYC under load (the picture itself: ~1.3 CPU-s)"
 
 
 def draw_ink(stylized: np.ndarray, photo: np.ndarray, *, strength: float,
