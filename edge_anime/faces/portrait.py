@@ -72,7 +72,14 @@ MOUTH_OPEN_SIZE = (0.92, 0.9)  # ... an open one: a grin keeps its width, or the
 OPEN_MOUTH = 0.08  # lip gap / mouth width above which the mouth is drawn open
 HAIR_REACH = (1.1, 1.3, 1.6)  # how far hair is looked for beside, above and below the face's oval (u)
 HAIR_LIKE = 16.0  # CIELAB distance to the hair's colour at which a pixel is half hair
+# ... where a lightness difference counts less than a hue one (squared): 1.5 lighter than the hair's colour (a grey
+# wall behind black hair differs in L* alone), this darker: hair is shaded over a wide range of L* at one hue, and at
+# 1.5 a blonde's darker roots (L* 30 below the ends) were left to the style's blotch.
+HAIR_DARKER_SPREAD = 4.0
 MASS_UNIT_PX = 40.0  # hair and skin are drawn where the eyes are at most this far apart, then brought up
+# The cel shading of skin and hair follows the photo's light at these scales (u), not its creases and roots: at
+# 0.15 / 0.12 face_3's nasolabial folds and eye bags became shadow bands, face_1's roots a dark blob.
+SKIN_SHADE_SIGMA, HAIR_SHADE_SIGMA = 0.3, 0.2
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
 # chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
@@ -344,7 +351,8 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     if float(np.linalg.norm(ref - palette.skin_lab)) < 25.0:
         return False  # hair the colour of skin (fair blond) cannot be told from the neck and shoulders
     d = lab - ref
-    like = np.exp(-(d[..., 0] ** 2 / 1.5 + d[..., 1] ** 2 + d[..., 2] ** 2) / (2 * HAIR_LIKE ** 2))
+    spread = np.where(d[..., 0] < 0, HAIR_DARKER_SPREAD, 1.5)
+    like = np.exp(-(d[..., 0] ** 2 / spread + d[..., 1] ** 2 + d[..., 2] ** 2) / (2 * HAIR_LIKE ** 2))
     head = points[list(FACE_OVAL)].mean(axis=0) + up * 0.4 * unit
     yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float64)
     rel_x, rel_y = xx + sheet.origin[0] - head[0], yy + sheet.origin[1] - head[1]
@@ -361,7 +369,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     if mask.sum() < (0.3 * unit) ** 2:
         return False
     luma = np.uint8(np.clip(lab[..., 0] * 2.55, 0, 255))
-    smooth = _masked_blur(lab[..., 0], mask, 0.12 * unit) * 2.55  # the hair's own shading, not the background's
+    smooth = _masked_blur(lab[..., 0], mask, HAIR_SHADE_SIGMA * unit) * 2.55  # its own shading, not the background's
     inside = mask > 0.5
     base = np.median(sheet.rgb[inside], axis=0) if inside.any() else palette.brow
     shade = smooth - float(np.median(smooth[inside])) if inside.any() else smooth * 0
@@ -371,7 +379,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     tone = base + (shadow - base) * dark[..., None]
     tone = tone + (light - tone) * bright[..., None]
     grey = _grey(lab, unit)
-    sheet.paint(_greyed(tone, grey), mask * 0.9)
+    sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
     strands = _strands(luma, unit)
     sheet.paint(_greyed(shadow * 0.55, grey), mask * strands * 0.75)
     return True
@@ -478,8 +486,9 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # inside the oval, skin in shade (a cap's brim, a side light) is bluer and greyer than the cheeks: looser there
     shaded = np.exp(-((d[..., 0] / 70.0) ** 2 + (d[..., 1] / 18.0) ** 2 + (d[..., 2] / 20.0) ** 2))
     shaded = _blur(np.uint8(shaded * 255), 0.01 * unit) / 255
-    skin = np.maximum(oval * np.clip(shaded * 2.0 - 0.2, 0, 1), head * np.clip(likeness * 2.5 - 1.0, 0, 1))
-    shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), 0.15 * unit)
+    # steep ramps: a half-painted pixel shows the style's mottle through the paint (a blotch on the forehead)
+    skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 2.5 - 1.0, 0, 1))
+    shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), SKIN_SHADE_SIGMA * unit)
     shade -= float(np.median(shade[oval > 0.5])) if (oval > 0.5).any() else palette.skin_lab[0]
     dark = 1 / (1 + np.exp(-(-shade - 11.0) / 1.5))  # a soft step: a cel band, not a gradient
     bright = 1 / (1 + np.exp(-(shade - 8.0) / 1.5))
@@ -492,8 +501,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
                                                                  blur_px=0.05 * unit)
     not_black = np.clip((lab[..., 0] - 14.0) / 6.0, 0, 1)  # glasses' frames stay; jaw shadows and stubble go
     inked = sheet.rgb.mean(axis=2) * (100 / 255)
-    kept = np.clip((inked - 18.0) / 8.0, 0, 1)  # the style's darkest ink stays: a glasses' frame it drew
-    sheet.paint(tone, np.maximum(skin * kept, 0.9 * lower_face * not_black))
+    # the style's darkest ink stays where the photo is dark too (a glasses' frame it drew), not where the style inked
+    # a crease or eye bags the portrait is there to paint over
+    kept = np.maximum(np.clip((inked - 18.0) / 8.0, 0, 1), np.clip((lab[..., 0] - 35.0) / 10.0, 0, 1))
+    sheet.paint(tone, np.maximum(skin * kept, lower_face * not_black))
     right, left = points[list(CHEEKS)]
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
