@@ -153,11 +153,52 @@ def test_small_faces_of_a_group_are_restyled_and_drawn(write_config: Callable[..
     src = tmp_path / "group.png"
     group.image.save(src)
     on, off = _portrait_on_and_off(load_config(_config(write_config, tmp_path, narrow_ir)), src)
-    assert len(on.faces) == 3 and on.faces == off.faces  # the same faces, restyled both ways
+    # the same faces, restyled both ways (the portrait looks for smaller faces too, in smaller tiles of the picture,
+    # and the views' merge moves a box by a pixel or two)
+    assert len(on.faces) == 3 and len(off.faces) == 3
+    assert np.abs(np.array(on.faces) - np.array(off.faces)).max() <= 4, (on.faces, off.faces)
     a, b = np.asarray(on.image), np.asarray(off.image)
     for x, y, w, h in on.faces:
         face_on, face_off = a[y:y + h, x:x + w], b[y:y + h, x:x + w]
         assert _near(face_on, portrait.INK, 24) > _near(face_off, portrait.INK, 24) + 10, (x, y, w, h)
+
+
+@pytest.mark.slow  # two Stylizers
+def test_a_crowd_s_small_faces_are_drawn_without_their_restyle(write_config: Callable[..., Path], narrow_ir: Path,
+                                                              tmp_path: Path, shared_photos: Path) -> None:
+    """Faces of 32-64 px (a crowd's, under image.faces_min_px) are drawn, not restyled: found with the portrait on,
+    absent with it off, their features drawn in ink, and the face pass pastes none of them."""
+    group = groups(shared_photos, 1, seed=5, long_side=900, faces=(3, 3), sizes=(40.0, 56.0))[0]
+    src = tmp_path / "crowd.png"
+    group.image.save(src)
+    config = load_config(_config(write_config, tmp_path, narrow_ir))
+    on, off = _portrait_on_and_off(config, src)
+    assert off.faces == [], "under faces_min_px and the portrait off: left to the picture"
+    assert len(on.faces) == 3 and all(w < 64 for _, _, w, _ in on.faces), on.faces
+    a, b = np.asarray(on.image), np.asarray(off.image)
+    for x, y, w, h in on.faces:
+        assert _near(a[y:y + h, x:x + w], portrait.INK, 24) > _near(b[y:y + h, x:x + w], portrait.INK, 24) + 5
+    with Stylizer(config) as stylizer:
+        faces = next(iter(stylizer._compiled.values())).pipeline.faces
+        assert faces is not None
+        rgb = np.asarray(group.image)
+        found, _ = faces.find(rgb)
+        assert len(found) == 3 and faces.apply(rgb.copy(), rgb, found) == [], "a small face is drawn only"
+
+
+def test_a_false_small_face_the_mesh_turns_down_is_not_kept(write_config: Callable[..., Path], random_ir: Path,
+                                                            tmp_path: Path, shared_photos: Path) -> None:
+    """scene_11's clouds hold a false face of ~56 px (detector score 0.61) at 1024 px: the portrait's search for
+    small faces finds it, and the face mesh turns it down, so nothing is drawn or listed there."""
+    with Image.open(shared_photos / "scene_11.jpg") as photo:
+        picture = photo.convert("RGB")
+    picture.thumbnail((1024, 1024))
+    rgb = np.asarray(picture)
+    with Stylizer(load_config(_config(write_config, tmp_path, random_ir))) as stylizer:
+        faces = next(iter(stylizer._compiled.values())).pipeline.faces
+        assert faces is not None
+        assert [f for f in faces.detector.detect(rgb, min_px=32) if f.size < 64], "the false face is found"
+        assert faces.find(rgb) == ([], 0)
 
 
 def test_a_face_the_mesh_does_not_see_is_only_restyled(write_config: Callable[..., Path], random_ir: Path,

@@ -139,7 +139,7 @@ class JobResult:
     out_size: tuple[int, int] | None = None  # (W, H) written
     image: Image.Image | None = None  # the stylized picture, for a job without ``dst`` or ``encode_as``
     data: bytes | None = field(default=None, repr=False)  # the encoded picture, for a job with ``encode_as``
-    # image.faces: auto: each face restyled, as (x, y, w, h) in the output's pixels, largest first; [] otherwise
+    # image.faces: auto: each face restyled or drawn, as (x, y, w, h) in the output's pixels, largest first; [] else
     faces: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     @property

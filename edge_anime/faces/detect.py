@@ -2,8 +2,9 @@
 
 The detector sees a 192 px square. On the whole picture letterboxed into it, a face of 80 px in a 1024 px photo
 is 15 px there, at the edge of what the model finds (measured: 28 of 41 faces of 60-80 px found, docs/faces.md).
-So a picture larger than a tile is also run in overlapping square tiles of ``TILE_FACES`` x ``image.faces_min_px``:
-a face of the smallest size asked for is then 16 px or more in the detector's input. A face cut by a tile's
+So a picture larger than a tile is also run in overlapping square tiles of ``TILE_FACES`` x the smallest face asked
+for (``image.portrait_min_px`` with the portrait, else ``image.faces_min_px``): such a face is then 16 px or more in
+the detector's input. A face cut by a tile's
 inner edge is dropped from that tile (the neighbouring tile or the whole view sees it whole), and the views'
 detections are merged by MediaPipe's weighted non-maximum suppression.
 

@@ -80,6 +80,9 @@ MASS_UNIT_PX = 40.0  # hair and skin are drawn where the eyes are at most this f
 # The cel shading of skin and hair follows the photo's light at these scales (u), not its creases and roots: at
 # 0.15 / 0.12 face_3's nasolabial folds and eye bags became shadow bands, face_1's roots a dark blob.
 SKIN_SHADE_SIGMA, HAIR_SHADE_SIGMA = 0.3, 0.2
+# Skin this much darker (L*) than the face's median is drawn in the shadow tone: a side light or a cap's brim, not
+# the soft fall-off of a frontal light (at 11, face_5's slightly darker cheek split her face in two halves).
+SKIN_SHADOW_L = 15.0
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
 # chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
@@ -490,7 +493,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 2.5 - 1.0, 0, 1))
     shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), SKIN_SHADE_SIGMA * unit)
     shade -= float(np.median(shade[oval > 0.5])) if (oval > 0.5).any() else palette.skin_lab[0]
-    dark = 1 / (1 + np.exp(-(-shade - 11.0) / 1.5))  # a soft step: a cel band, not a gradient
+    dark = 1 / (1 + np.exp(-(-shade - SKIN_SHADOW_L) / 1.5))  # a soft step: a cel band, not a gradient
     bright = 1 / (1 + np.exp(-(shade - 8.0) / 1.5))
     tone = palette.skin + (palette.shadow - palette.skin) * dark[..., None]
     tone = tone + (palette.light - tone) * (0.35 * bright)[..., None]  # shine on a forehead read as a white blotch

@@ -11,7 +11,11 @@ With ``image.portrait: auto`` (the default) every face is also *drawn* (``portra
 (``landmarks``, MediaPipe's face mesh on the photo) place anime eyes, brows, nose, mouth, cel skin, a blush and
 the hair's tones and strands (``draw``, after the palette and the tone guard). A face larger than the restyle's
 reach (a selfie) is not restyled, the picture already paints it at that scale, but is drawn like the others: faces
-of every size from ``image.faces_min_px`` up are drawn.
+of every size from ``image.portrait_min_px`` up are drawn. A face of a crowd, under ``image.faces_min_px``, is
+drawn without its restyle (a 32 px face would be a 10x enlargement for one inference each, where the drawing alone
+is what makes it read as a face), and kept only where the face mesh sees a face: the detector's false faces
+(clouds, a sign: 48-58 px at scores 0.61-0.64 on ../shared/photos) start at those sizes, and the mesh turned down
+each of them while it saw every real one (33-55 px, scores 0.77-0.86).
 
 Each face's inference takes one of the pipeline's inference slots, like a picture's: faces never put more
 inferences on the cores than ``engine.num_requests``.
@@ -46,7 +50,8 @@ class FaceRestyler:
 
     def __init__(self, config: Config, engine: Engine, *, detector: FaceDetector | None = None) -> None:
         self.engine = engine
-        self.min_px = config.image.faces_min_px
+        self.min_px = config.image.faces_min_px  # faces restyled from this size up ...
+        self.draw_min_px = config.image.portrait_min_px  # ... and drawn from this one (image.portrait: auto)
         self.max_faces = config.image.faces_max
         spec = engine.model_info.faces
         self.crop_px, self.scale = spec.crop_px, spec.scale
@@ -59,9 +64,9 @@ class FaceRestyler:
         if config.image.portrait == "auto":
             self.landmarker = FaceLandmarker(config.device)
             log.info("faces: on (image.faces: auto, image.portrait: auto): faces of %d px and more, at most %d a "
-                     "picture, drawn as anime portraits; those up to %d px first restyled in %s at %d px "
-                     "(docs/faces.md)", self.min_px, self.max_faces, round(self.largest), engine.model_info.style,
-                     self.crop_px)
+                     "picture, drawn as anime portraits; those of %d-%d px first restyled in %s at %d px "
+                     "(docs/faces.md)", self.draw_min_px, self.max_faces, self.min_px, round(self.largest),
+                     engine.model_info.style, self.crop_px)
         else:
             log.info("faces: on (image.faces: auto): faces of %d-%d px, at most %d a picture, restyled in %s at %d px "
                      "(docs/faces.md)", self.min_px, round(self.largest), self.max_faces, engine.model_info.style,
@@ -88,12 +93,18 @@ class FaceRestyler:
     def find(self, rgb: np.ndarray) -> tuple[list[Face], int]:
         """``detect`` without the log line: (the faces to restyle or draw, how many were found); a clip says the
         cap once for the clip, not once a frame. Without the portrait, faces too large to restyle are left out
-        (``last_too_large`` counts them)."""
-        faces = self.detector.detect(rgb, min_px=self.min_px)
+        (``last_too_large`` counts them); with it, faces under ``faces_min_px`` only where the mesh sees a face
+        (module doc; their landmarks are found again when they are drawn: ~3 ms a face)."""
         self.last_too_large = 0
         if self.landmarker is None:
+            faces = self.detector.detect(rgb, min_px=self.min_px)
             kept = [f for f in faces if f.size <= self.largest]
             self.last_too_large, faces = len(faces) - len(kept), kept
+            return faces[:self.max_faces], len(faces)
+        faces = self.detector.detect(rgb, min_px=min(self.min_px, self.draw_min_px))
+        small = [f for f in faces if f.size < self.min_px][:self.max_faces]
+        seen = {id(f) for f, mesh in zip(small, self.landmarker.landmarks_many(rgb, small)) if mesh is not None}
+        faces = [f for f in faces if f.size >= self.min_px or id(f) in seen]
         return faces[:self.max_faces], len(faces)
 
     def say_capped(self, name: str, found: int) -> None:
@@ -102,11 +113,11 @@ class FaceRestyler:
 
     def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
               slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:
-        """Paste each face of ``faces`` (in ``rgb``'s pixels) small enough to restyle, stylized on its own, into
+        """Paste each face of ``faces`` (in ``rgb``'s pixels) of the sizes restyled, stylized on its own, into
         ``stylized`` (the whole picture's result, the same size as ``rgb``, changed in place); returns the pixels
         each paste touched (x0, y0, x1, y1), smallest face first."""
         places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale)
-                  for face in sorted(faces, key=lambda f: f.size) if face.size <= self.largest]
+                  for face in sorted(faces, key=lambda f: f.size) if self.min_px <= face.size <= self.largest]
         places = [p for p in places if p.bounds(rgb.shape[1], rgb.shape[0]) is not None]
         styled = self.engine.infer_all([crop(rgb, place) for place in places], slots=slots)
         touched = [paste(stylized, face, place, self._feather) for place, face in zip(places, styled)]
