@@ -67,6 +67,7 @@ SMILE = 0.03  # mouth corners this much of the mouth's width above its middle: a
 IRIS_W, IRIS_H = 0.54, 1.0  # of the eye's width, of the drawn opening
 LASH_W = (0.045, 0.11)  # the upper lash line's width at the inner and outer corner (u)
 BROW_W = (0.05, 0.018)  # the brow's width at the inner end and the tail (u)
+BROW_ERASE = (1.25, 2.6)  # the photo's brow is painted over in a band this much longer and taller than the mesh's
 MOUTH_NARROW = (0.75, 0.6)  # the drawn mouth's width and height, of the photo's (a closed mouth)
 MOUTH_OPEN_SIZE = (0.92, 0.9)  # ... an open one: a grin keeps its width, or the expression is lost
 OPEN_MOUTH = 0.08  # lip gap / mouth width above which the mouth is drawn open
@@ -129,7 +130,8 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
         part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
         _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut)
     for brow in (RIGHT_BROW, LEFT_BROW):
-        _brow(sheet.around(points[[i for pair in brow for i in pair]], 0.3 * unit)[0], points, brow, unit, palette)
+        part, (luma_part,) = sheet.around(points[[i for pair in brow for i in pair]], 0.5 * unit, luma)
+        _brow(part, luma_part, points, brow, unit, palette)
     nose, (photo_part,) = sheet.around(points[[NOSE_TIP, NOSE_BOTTOM, *NOSE_WINGS]], 0.4 * unit, local_photo)
     _nose(nose, photo_part, points, unit, palette)
     _mouth(sheet.around(points[list(LIPS_OUTER)], 0.3 * unit)[0], points, unit, palette)
@@ -643,14 +645,18 @@ def _iris_centre(photo: np.ndarray, origin: np.ndarray, upper: np.ndarray, lower
     return np.asarray(mid + along)
 
 
-def _brow(sheet: Sheet, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,
+def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,
           palette: Palette) -> None:
-    """A thin tapered brow a little above the photo's, which is painted over with the skin."""
+    """A thin tapered brow a little above the photo's, which is painted over with the skin. The band painted over
+    reaches well below the mesh's brow (``BROW_ERASE``): at 1.6 its height a rater saw "faint photo eyebrows behind
+    the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays."""
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
     band = np.vstack([upper, lower[::-1]])
-    band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array([1.15, 1.6])  # the photo's brow's soft edge
-    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1))
+    band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE)
+    inked = sheet.rgb.mean(axis=2) * (100 / 255)
+    frames = np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1)
+    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames)
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
     t = np.linspace(0, 1, len(curve))  # 0 at the tail (outer), 1 at the inner end
