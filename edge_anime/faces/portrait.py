@@ -84,6 +84,11 @@ SKIN_SHADE_SIGMA, HAIR_SHADE_SIGMA = 0.3, 0.2
 # Skin this much darker (L*) than the face's median is drawn in the shadow tone: a side light or a cap's brim, not
 # the soft fall-off of a frontal light (at 11, face_5's slightly darker cheek split her face in two halves).
 SKIN_SHADOW_L = 15.0
+SKIN_DARKER_L, SKIN_LIGHTER_L = 70.0, 35.0  # L* tolerances of skin beyond the face's oval (``_skin``)
+NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this far below the chin (u)
+NECK_LIGHTER_L = 6.0  # the neck is skin in shade: a pixel lighter than the cheeks by this much is half as likely
+NECK_SHADOW = 0.4  # the chin's shadow on the neck: a band this tall under the jaw (u)
+NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
 # chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
@@ -486,13 +491,20 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     oval = sheet.mask(polygons=(centre + (ring - centre) * 0.97,), blur_px=0.06 * unit)
     head = sheet.mask(ellipses=((centre + up * 0.2 * unit, 1.7 * unit, 2.6 * unit),), blur_px=0.3 * unit)
     d = lab - palette.skin_lab
-    likeness = np.exp(-((d[..., 0] / 55.0) ** 2 + (d[..., 1] / 10.0) ** 2 + (d[..., 2] / 12.0) ** 2))
+    # beyond the oval (ears, neck, hands): skin in shade is darker and, as shade scales its reflectance, less
+    # saturated in proportion, so a*b* are compared with the cheeks' scaled by the pixel's L* ratio, and a darker
+    # pixel is allowed far more L* than a lighter one (a beige wall or curtain is lighter and paler than skin; at
+    # 55 both ways a neck in shadow stayed photo below face_4's drawn jaw)
+    ratio = np.clip(lab[..., 0] / max(float(palette.skin_lab[0]), 1.0), 0.3, 1.0)
+    da, db = lab[..., 1] - palette.skin_lab[1] * ratio, lab[..., 2] - palette.skin_lab[2] * ratio
+    tolerance = np.where(d[..., 0] < 0, SKIN_DARKER_L, SKIN_LIGHTER_L)
+    likeness = np.exp(-((d[..., 0] / tolerance) ** 2 + (da / 10.0) ** 2 + (db / 12.0) ** 2))
     likeness = _blur(np.uint8(likeness * 255), 0.01 * unit) / 255
     # inside the oval, skin in shade (a cap's brim, a side light) is bluer and greyer than the cheeks: looser there
     shaded = np.exp(-((d[..., 0] / 70.0) ** 2 + (d[..., 1] / 18.0) ** 2 + (d[..., 2] / 20.0) ** 2))
     shaded = _blur(np.uint8(shaded * 255), 0.01 * unit) / 255
     # steep ramps: a half-painted pixel shows the style's mottle through the paint (a blotch on the forehead)
-    skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 2.5 - 1.0, 0, 1))
+    skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 4.0 - 2.0, 0, 1))
     shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), SKIN_SHADE_SIGMA * unit)
     shade -= float(np.median(shade[oval > 0.5])) if (oval > 0.5).any() else palette.skin_lab[0]
     dark = 1 / (1 + np.exp(-(-shade - SKIN_SHADOW_L) / 1.5))  # a soft step: a cel band, not a gradient
@@ -510,11 +522,35 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # a crease or eye bags the portrait is there to paint over
     kept = np.maximum(np.clip((inked - 18.0) / 8.0, 0, 1), np.clip((lab[..., 0] - 35.0) / 10.0, 0, 1))
     sheet.paint(tone, np.maximum(skin * kept, lower_face * not_black))
+    # the neck, under the chin and about as wide as the jaw's middle: skin in shade there is too dark for the test
+    # above (face_1's stayed the style's grey mottle), so it is looser in a*b*, and drawn in the shadow tone (the
+    # chin's shadow falls on it); a collar, grey or blue, is far off in a*b*, and a warm white one lighter than the
+    # cheeks (face_6's turtleneck) is out by ``NECK_LIGHTER_L``
+    side = np.array([up[1], -up[0]])
+    angle = np.linspace(0, 2 * np.pi, 32, endpoint=False)[:, None]
+    neck = (points[lm.CHIN] - up * NECK[2] * unit + side * np.cos(angle) * NECK[0] * unit
+            + up * np.sin(angle) * NECK[1] * unit)
+    in_shade = np.exp(-((d[..., 0] / np.where(d[..., 0] < 0, SKIN_DARKER_L, NECK_LIGHTER_L)) ** 2
+                        + (da / 14.0) ** 2 + (db / 16.0) ** 2))
+    # and of the skin's hue: a white collar in shade is as pale as pale skin, but bluish (face_6's: hue -56 degrees
+    # against her cheeks' 4 and her neck's 18)
+    hue = np.degrees(np.arctan2(lab[..., 2], lab[..., 1]) - np.arctan2(palette.skin_lab[2], palette.skin_lab[1]))
+    hue = np.abs((hue + 180.0) % 360.0 - 180.0)
+    in_shade *= np.where(np.hypot(lab[..., 1], lab[..., 2]) < 3.0, 1.0, np.clip((NECK_HUE - hue) / 20.0, 0, 1))
+    in_shade = _blur(np.uint8(in_shade * 255), 0.12 * unit) / 255  # one shape, not the photo's speckle
+    neck_skin = sheet.mask(polygons=(neck,), blur_px=0.1 * unit) * np.clip((in_shade - 0.5) * 8, 0, 1) * not_black
+    # in the skin's tone, with the chin's shadow as anime draws it: a band under the jaw (a whole neck in the shadow
+    # tone read as a dark block under a lit face)
+    jaw = _spline(points[list(JAW)], 4)
+    middle = jaw[len(jaw) // 5: len(jaw) - len(jaw) // 5]
+    band = np.vstack([middle, (middle - up * NECK_SHADOW * unit)[::-1]])
+    sheet.paint(palette.skin, neck_skin * (1 - oval))
+    sheet.paint(palette.shadow, neck_skin * (1 - oval) * sheet.mask(polygons=(band,), blur_px=0.02 * unit))
     right, left = points[list(CHEEKS)]
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
     sheet.paint(BLUSH, (0.1 + 0.22 * palette.colour) * blush * oval)
-    jaw = _spline(points[list(JAW)], 4)  # a drawn face has an outline: the jaw from ear to ear, thin at the ends
+    # a drawn face has an outline: the jaw from ear to ear, thin at the ends
     t = np.linspace(0, 1, len(jaw))
     widths = JAW_W * unit * np.clip(np.sin(np.pi * t) * 1.8, 0.1, 1.0)
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)))
