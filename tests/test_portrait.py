@@ -109,6 +109,19 @@ def test_hair_grey_in_the_photo_is_drawn_grey(models: tuple[FaceDetector, FaceLa
     assert spreads["colour"] >= 40 and spreads["grey"] <= 12, spreads
 
 
+@pytest.mark.parametrize(("name", "wears"), [("face_7", True), ("face_3", False), ("face_5", False)])
+def test_glasses_are_told_from_dark_brows(models: tuple[FaceDetector, FaceLandmarker], shared_photos: Path,
+                                          name: str, wears: bool) -> None:
+    """A frame near the eyes is kept and a bare face's dark brows, lashes and lid shadows are painted over, so the
+    drawing must tell them apart: face_7's browline frame from face_3's black brows over deep-set eyes."""
+    with Image.open(shared_photos / f"{name}.jpg") as photo:
+        rgb = np.asarray(photo.convert("RGB"))
+    mesh = _mesh(models, rgb)
+    luma = np.asarray(Image.fromarray(rgb).convert("L"), np.float32) * (100 / 255)
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    assert portrait._glasses(luma, mesh.points, unit) is wears
+
+
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
     style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})  # restyled up to 213 px
     return write_config({"model": {"path": str(style)},

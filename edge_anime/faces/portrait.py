@@ -40,6 +40,8 @@ JAW_W = 0.03  # the jaw line's width at the chin (u)
 CHEEKS = (50, 280)  # right, left: where the blush sits
 CHEEK_SAMPLES = (50, 280, 101, 330, 117, 346, 205, 425)  # skin colour, away from eyes, nose and mouth
 NOSE_TIP, NOSE_BOTTOM, NOSE_WINGS = 4, 2, (98, 327)
+GLABELLA, BRIDGE = 168, 6  # between the brows, and the nose's bridge between the eyes: where glasses' bridge crosses
+GLASSES_L = (30.0, 22.0)  # a frame: its bridge darker than the first (L*), or both top rims than the second (_glasses)
 N_POINTS = 468
 
 SUPERSAMPLE = 3
@@ -67,7 +69,7 @@ SMILE = 0.03  # mouth corners this much of the mouth's width above its middle: a
 IRIS_W, IRIS_H = 0.54, 1.0  # of the eye's width, of the drawn opening
 LASH_W = (0.045, 0.11)  # the upper lash line's width at the inner and outer corner (u)
 BROW_W = (0.05, 0.018)  # the brow's width at the inner end and the tail (u)
-BROW_ERASE = (1.25, 2.6)  # the photo's brow is painted over in a band this much longer and taller than the mesh's
+BROW_ERASE = (1.3, 3.0)  # the photo's brow is painted over in a band this much longer and taller than the mesh's
 MOUTH_NARROW = (0.75, 0.6)  # the drawn mouth's width and height, of the photo's (a closed mouth)
 MOUTH_OPEN_SIZE = (0.92, 0.9)  # ... an open one: a grin keeps its width, or the expression is lost
 OPEN_MOUTH = 0.08  # lip gap / mouth width above which the mouth is drawn open
@@ -89,6 +91,8 @@ NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this
 NECK_LIGHTER_L = 6.0  # the neck is skin in shade: a pixel lighter than the cheeks by this much is half as likely
 NECK_SHADOW = 0.4  # the chin's shadow on the neck: a band this tall under the jaw (u)
 NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
+DARK_HAIR = 80.0  # hair whose drawn colour has a luma under this gets light strand lines (its sheen) as well
+SHEEN_SPREAD = 0.5  # ... from this many spreads above the flow's mean (dark lines: 1.0): streaks bunched into a sheen
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
 # chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
@@ -131,12 +135,15 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     _masses(sheet, local_photo, points, unit, palette)
     luma = np.asarray(Image.fromarray(np.ascontiguousarray(local_photo)).convert("L"), np.float32) * (100 / 255)
     shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
+    # without glasses, nothing dark around the eyes and brows is a frame to keep: the photo's brows, lashes and lid
+    # shadows are painted over whatever their darkness (face_3's black brows stayed beside the drawn ones)
+    glasses = _glasses(luma, points - (x0, y0), unit)
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
         part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
-        _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut)
+        _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut, glasses=glasses)
     for brow in (RIGHT_BROW, LEFT_BROW):
         part, (luma_part,) = sheet.around(points[[i for pair in brow for i in pair]], 0.5 * unit, luma)
-        _brow(part, luma_part, points, brow, unit, palette)
+        _brow(part, luma_part, points, brow, unit, palette, glasses=glasses)
     nose, (photo_part,) = sheet.around(points[[NOSE_TIP, NOSE_BOTTOM, *NOSE_WINGS]], 0.4 * unit, local_photo)
     _nose(nose, photo_part, points, unit, palette)
     _mouth(sheet.around(points[list(LIPS_OUTER)], 0.3 * unit)[0], points, unit, palette)
@@ -392,6 +399,8 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
     strands = _strands(luma, unit)
     sheet.paint(_greyed(shadow * 0.55, grey), mask * strands * 0.75)
+    if float(base @ LUMA) < DARK_HAIR:  # dark hair's strands are its sheen: a dark line on it does not show
+        sheet.paint(_greyed(light, grey), mask * _strands(255 - luma, unit, SHEEN_SPREAD) * 0.7)
     return True
 
 
@@ -425,7 +434,7 @@ def _blur(gray: np.ndarray, sigma: float) -> np.ndarray:
     return np.asarray(Image.fromarray(gray).filter(ImageFilter.GaussianBlur(sigma)), np.float32)
 
 
-def _strands(luma: np.ndarray, unit: float) -> np.ndarray:
+def _strands(luma: np.ndarray, unit: float, spreads: float = 1.0) -> np.ndarray:
     """Strand lines, 0..1: the photo's dark fine detail smoothed along the hair's flow (a line integral along the
     structure tensor's tangent), so lines follow the strands of the photo, at half resolution for speed."""
     small = np.asarray(Image.fromarray(luma).resize((max(1, luma.shape[1] // 2), max(1, luma.shape[0] // 2)),
@@ -454,7 +463,7 @@ def _strands(luma: np.ndarray, unit: float) -> np.ndarray:
             total += detail[py.astype(int), px.astype(int)]
     line = total / (2 * steps + 1)
     spread = float(np.std(line)) + 1e-6
-    lines = np.clip((-line - 1.0 * spread) / spread, 0, 1)
+    lines = np.clip((-line - spreads * spread) / spread, 0, 1)
     return np.asarray(Image.fromarray(np.uint8(lines * 255)).resize((luma.shape[1], luma.shape[0]),
                                                                      Image.Resampling.BILINEAR), np.float32) / 255
 
@@ -580,7 +589,8 @@ def _expression(points: np.ndarray) -> tuple[bool, bool]:
 
 
 def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, upper_idx: tuple[int, ...],
-         lower_idx: tuple[int, ...], unit: float, palette: Palette, *, shut: bool = False) -> None:
+         lower_idx: tuple[int, ...], unit: float, palette: Palette, *, shut: bool = False,
+         glasses: bool = True) -> None:
     """One anime eye over the photo's: the opening enlarged, white, a tall iris with a pupil and two highlights
     where the photo's iris is, a heavy upper lash line with a flick at the outer corner, a light lower line.
     A nearly shut eye, or both eyes of a grin that narrows them (``shut``), are drawn shut: the lash line's arc."""
@@ -607,8 +617,7 @@ def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, 
                       blur_px=0.03 * unit)
     ring = sheet.mask(polygons=(np.vstack([shaped(upper, 2.8, 1.35), shaped(lower, 2.4, 1.35)[::-1]]),),
                       blur_px=0.06 * unit)
-    inked = sheet.rgb.mean(axis=2) * (100 / 255)  # the style draws a light frame (tortoiseshell) as an ink line
-    frames = np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1)
+    frames = _frames(sheet, luma, glasses)
     sheet.paint(palette.skin, np.maximum(core, ring * frames))
 
     up, low = _spline(shaped(upper, EYE_RAISE)), _spline(shaped(lower, EYE_LOWER))
@@ -681,8 +690,45 @@ def _iris_centre(photo: np.ndarray, origin: np.ndarray, upper: np.ndarray, lower
     return np.asarray(mid + along)
 
 
+def _frames(sheet: Sheet, luma: np.ndarray, glasses: bool) -> np.ndarray:
+    """0..1: where the sheet may be painted over near the eyes: everywhere without glasses, else not on what is
+    dark in the photo (``luma``, L*) or as the style inked it (it draws a light tortoiseshell frame as ink)."""
+    if not glasses:
+        return np.ones(luma.shape, np.float32)
+    inked = sheet.rgb.mean(axis=2) * (100 / 255)
+    return np.asarray(np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1), np.float32)
+
+
+def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
+    """Whether the face wears glasses with a dark frame (``pts`` in ``luma``'s pixels, L*): a frame's bridge
+    crosses the nose between the eyes, or its top rim runs between each eye and its brow, where a bare face is
+    lit skin. On ../shared/photos (L* of the darkest bridge patch; the median over the eye's width of the darkest
+    point between lid and brow, the lighter eye's): face_7's browline frame 57 / 17; the bare faces 42-91 / 36-79
+    (face_3's deep-set eyes under black brows: 42 / 36 and 26)."""
+    def darkest(a: np.ndarray, b: np.ndarray) -> float:
+        r = max(1, round(0.03 * unit))
+        values = []
+        for t in np.linspace(0.0, 1.0, 7):
+            x, y = np.rint(a + (b - a) * t).astype(int)
+            patch = luma[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1]
+            values.append(float(np.median(patch)) if patch.size else 100.0)
+        return min(values)
+
+    p = pts.astype(np.float64)
+    if darkest(p[GLABELLA], p[BRIDGE]) < GLASSES_L[0]:
+        return True
+    rims = []
+    for upper, brow in ((RIGHT_EYE_UPPER, RIGHT_BROW), (LEFT_EYE_UPPER, LEFT_BROW)):
+        lids, brows = p[list(upper)], p[[b for _, b in brow]]  # both from the outer corner in
+        across = [darkest(lids[round(t * (len(lids) - 1))] * 0.75 + brows[round(t * (len(brows) - 1))] * 0.25,
+                          lids[round(t * (len(lids) - 1))] * 0.25 + brows[round(t * (len(brows) - 1))] * 0.75)
+                  for t in np.linspace(0.15, 0.85, 8)]
+        rims.append(float(np.median(across)))
+    return max(rims) < GLASSES_L[1]
+
+
 def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,
-          palette: Palette) -> None:
+          palette: Palette, *, glasses: bool) -> None:
     """A thin tapered brow a little above the photo's, which is painted over with the skin. The band painted over
     reaches well below the mesh's brow (``BROW_ERASE``): at 1.6 its height a rater saw "faint photo eyebrows behind
     the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays."""
@@ -690,8 +736,7 @@ def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple
     lower = points[[b for _, b in pairs]].astype(np.float64)
     band = np.vstack([upper, lower[::-1]])
     band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE)
-    inked = sheet.rgb.mean(axis=2) * (100 / 255)
-    frames = np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1)
+    frames = _frames(sheet, luma, glasses)
     sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames)
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
