@@ -12,10 +12,10 @@ With ``image.portrait: auto`` (the default) every face is also *drawn* (``portra
 the hair's tones and strands (``draw``, after the palette and the tone guard). A face larger than the restyle's
 reach (a selfie) is not restyled, the picture already paints it at that scale, but is drawn like the others: faces
 of every size from ``image.portrait_min_px`` up are drawn. A face of a crowd, under ``image.faces_min_px``, is
-drawn without its restyle (a 32 px face would be a 10x enlargement for one inference each, where the drawing alone
+drawn without its restyle (a 24 px face would be a 13x enlargement for one inference each, where the drawing alone
 is what makes it read as a face), and kept only where the face mesh sees a face: the detector's false faces
 (clouds, a sign: 48-58 px at scores 0.61-0.64 on ../shared/photos) start at those sizes, and the mesh turned down
-each of them while it saw every real one (33-55 px, scores 0.77-0.86).
+each of them while it saw every real one (27-57 px, scores 0.60-0.94).
 
 Each face's inference takes one of the pipeline's inference slots, like a picture's: faces never put more
 inferences on the cores than ``engine.num_requests``.
