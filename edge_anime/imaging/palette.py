@@ -23,9 +23,11 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
 4. **Soften.** Where two entries meet with a step of at most ``SOFT_LEVELS`` (a gradient of sky or skin cut into
    bands), the step becomes a 3-pixel ramp (a 3 x 3 box blur there only); ink and the edges of shapes, which
    step by far more, stay hard. A bare step of a few levels is what the JPEG encoder rings around: on
-   ../shared/photos at the default settings look.py's texture median was 0.356 with hard band edges and 0.258
-   with soft ones (faces 0.371 -> 0.348), the sky's band contours visibly calmer and nothing else changed;
-   12 ms at 1024 x 768 (2 cores).
+   ../shared/photos at the default settings look.py's texture median was 0.356 with hard band edges, 0.258
+   with steps of up to 6 levels ramped and 0.243 with up to 10 (faces 0.371 -> 0.348), the sky's band contours
+   visibly calmer and nothing else changed; and a 2048 x 1536 photo tiled at ``image.memory_budget_mb: 300``
+   moves fewer pixels by a whole entry's step against the same photo run whole (scene_0: 32.7 dB hard, 33.5 at
+   6, 33.9 at 10; docs/fullres.md). 12 ms at 1024 x 768 (2 cores).
 
 Deterministic (a strided sample, no random seeds); the input array is never modified. Not for clips: a
 palette chosen per frame shifts between frames and the picture flickers (the clip writer leaves it out).
@@ -46,7 +48,7 @@ BOX_3X3 = ImageFilter.BoxBlur(1)
 _EDGE_TABLE = [255 if level > SMOOTH_LEVELS else 0 for level in range(256)]
 GREY_ENTRIES = 16        # exact greys every 17 levels are always in the palette ...
 NEUTRAL_SPREAD = 6       # ... and an entry whose max - min of R, G, B is at most this becomes the grey of its luma
-SOFT_LEVELS = 6          # band edges of at most this step (each of R, G, B) are ramped (module doc, 4)
+SOFT_LEVELS = 10         # band edges of at most this step (each of R, G, B) are ramped (module doc, 4)
 _SOFT_TABLE = [255 if level <= SOFT_LEVELS else 0 for level in range(256)]
 MIN_CHROMA, MAX_CHROMA = 0.5, 2.0     # the range a style's palette.chroma may take
 MIN_COLOURS, MAX_COLOURS = 32, 256  # a PIL palette holds at most 256 entries; 16 of them are greys
