@@ -101,6 +101,7 @@ STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # it turned into blotches on face_5's forehead.
 GREY_CHROMA = (4.0, 8.0)
 GREY_DARK = (20.0, 30.0)
+GREY_SOFTEN = 0.12  # (u) the grey weight's blur: at 0.02 an ash blonde's hair (C* 3-12) came out in grey and beige blots
 
 
 @dataclass(frozen=True)
@@ -411,7 +412,7 @@ def _grey(lab: np.ndarray, unit: float) -> np.ndarray:
     lo, hi = GREY_CHROMA
     dark_lo, dark_hi = GREY_DARK
     weight = np.clip((hi - chroma) / (hi - lo), 0, 1) * np.clip((lab[..., 0] - dark_lo) / (dark_hi - dark_lo), 0, 1)
-    return _blur(np.uint8(weight * 255), 0.02 * unit) / 255
+    return _blur(np.uint8(weight * 255), GREY_SOFTEN * unit) / 255
 
 
 def _greyed(colour: np.ndarray, grey: np.ndarray) -> np.ndarray:
