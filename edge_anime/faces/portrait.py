@@ -86,10 +86,9 @@ SKIN_SHADE_SIGMA, HAIR_SHADE_SIGMA = 0.3, 0.2
 # Skin this much darker (L*) than the face's median is drawn in the shadow tone: a side light or a cap's brim, not
 # the soft fall-off of a frontal light (at 11, face_5's slightly darker cheek split her face in two halves).
 SKIN_SHADOW_L = 15.0
-SKIN_DARKER_L, SKIN_LIGHTER_L = 70.0, 35.0  # L* tolerances of skin beyond the face's oval (``_skin``)
 NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this far below the chin (u)
-NECK_LIGHTER_L = 6.0  # the neck is skin in shade: a pixel lighter than the cheeks by this much is half as likely
-NECK_SHADOW = 0.4  # the chin's shadow on the neck: a band this tall under the jaw (u)
+# the neck is skin in shade: L* tolerances darker and lighter than the cheeks (a lighter pixel is a collar)
+NECK_DARKER_L, NECK_LIGHTER_L = 70.0, 6.0
 NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
 DARK_HAIR = 80.0  # hair whose drawn colour has a luma under this gets light strand lines (its sheen) as well
 SHEEN_SPREAD = 0.5  # ... from this many spreads above the flow's mean (dark lines: 1.0): streaks bunched into a sheen
@@ -101,7 +100,7 @@ STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # it turned into blotches on face_5's forehead.
 GREY_CHROMA = (4.0, 8.0)
 GREY_DARK = (20.0, 30.0)
-GREY_SOFTEN = 0.12  # (u) the grey weight's blur: at 0.02 an ash blonde's hair (C* 3-12) came out in grey and beige blots
+GREY_SOFTEN = 0.12  # the grey weight's blur (u): at 0.02 an ash blonde's hair (C* 3-12) came out in grey and beige
 
 
 @dataclass(frozen=True)
@@ -501,14 +500,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     oval = sheet.mask(polygons=(centre + (ring - centre) * 0.97,), blur_px=0.06 * unit)
     head = sheet.mask(ellipses=((centre + up * 0.2 * unit, 1.7 * unit, 2.6 * unit),), blur_px=0.3 * unit)
     d = lab - palette.skin_lab
-    # beyond the oval (ears, neck, hands): skin in shade is darker and, as shade scales its reflectance, less
-    # saturated in proportion, so a*b* are compared with the cheeks' scaled by the pixel's L* ratio, and a darker
-    # pixel is allowed far more L* than a lighter one (a beige wall or curtain is lighter and paler than skin; at
-    # 55 both ways a neck in shadow stayed photo below face_4's drawn jaw)
-    ratio = np.clip(lab[..., 0] / max(float(palette.skin_lab[0]), 1.0), 0.3, 1.0)
-    da, db = lab[..., 1] - palette.skin_lab[1] * ratio, lab[..., 2] - palette.skin_lab[2] * ratio
-    tolerance = np.where(d[..., 0] < 0, SKIN_DARKER_L, SKIN_LIGHTER_L)
-    likeness = np.exp(-((d[..., 0] / tolerance) ** 2 + (da / 10.0) ** 2 + (db / 12.0) ** 2))
+    likeness = np.exp(-((d[..., 0] / 55.0) ** 2 + (d[..., 1] / 10.0) ** 2 + (d[..., 2] / 12.0) ** 2))
     likeness = _blur(np.uint8(likeness * 255), 0.01 * unit) / 255
     # inside the oval, skin in shade (a cap's brim, a side light) is bluer and greyer than the cheeks: looser there
     shaded = np.exp(-((d[..., 0] / 70.0) ** 2 + (d[..., 1] / 18.0) ** 2 + (d[..., 2] / 20.0) ** 2))
@@ -533,14 +525,17 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     kept = np.maximum(np.clip((inked - 18.0) / 8.0, 0, 1), np.clip((lab[..., 0] - 35.0) / 10.0, 0, 1))
     sheet.paint(tone, np.maximum(skin * kept, lower_face * not_black))
     # the neck, under the chin and about as wide as the jaw's middle: skin in shade there is too dark for the test
-    # above (face_1's stayed the style's grey mottle), so it is looser in a*b*, and drawn in the shadow tone (the
-    # chin's shadow falls on it); a collar, grey or blue, is far off in a*b*, and a warm white one lighter than the
-    # cheeks (face_6's turtleneck) is out by ``NECK_LIGHTER_L``
+    # above (face_1's stayed the style's grey mottle, face_4's photo), so its a*b* are compared with the cheeks'
+    # scaled by its L* ratio (shade scales the reflectance) and its L* may be far darker; a collar, grey or blue,
+    # is far off in a*b*, and a warm white one lighter than the cheeks (face_6's turtleneck) is out by
+    # ``NECK_LIGHTER_L``. Beyond the neck the same looser test painted skin into a blonde's hair.
+    ratio = np.clip(lab[..., 0] / max(float(palette.skin_lab[0]), 1.0), 0.3, 1.0)
+    da, db = lab[..., 1] - palette.skin_lab[1] * ratio, lab[..., 2] - palette.skin_lab[2] * ratio
     side = np.array([up[1], -up[0]])
     angle = np.linspace(0, 2 * np.pi, 32, endpoint=False)[:, None]
     neck = (points[lm.CHIN] - up * NECK[2] * unit + side * np.cos(angle) * NECK[0] * unit
             + up * np.sin(angle) * NECK[1] * unit)
-    in_shade = np.exp(-((d[..., 0] / np.where(d[..., 0] < 0, SKIN_DARKER_L, NECK_LIGHTER_L)) ** 2
+    in_shade = np.exp(-((d[..., 0] / np.where(d[..., 0] < 0, NECK_DARKER_L, NECK_LIGHTER_L)) ** 2
                         + (da / 14.0) ** 2 + (db / 16.0) ** 2))
     # and of the skin's hue: a white collar in shade is as pale as pale skin, but bluish (face_6's: hue -56 degrees
     # against her cheeks' 4 and her neck's 18)
@@ -549,13 +544,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     in_shade *= np.where(np.hypot(lab[..., 1], lab[..., 2]) < 3.0, 1.0, np.clip((NECK_HUE - hue) / 20.0, 0, 1))
     in_shade = _blur(np.uint8(in_shade * 255), 0.12 * unit) / 255  # one shape, not the photo's speckle
     neck_skin = sheet.mask(polygons=(neck,), blur_px=0.1 * unit) * np.clip((in_shade - 0.5) * 8, 0, 1) * not_black
-    # in the skin's tone, with the chin's shadow as anime draws it: a band under the jaw (a whole neck in the shadow
-    # tone read as a dark block under a lit face)
-    jaw = _spline(points[list(JAW)], 4)
-    middle = jaw[len(jaw) // 5: len(jaw) - len(jaw) // 5]
-    band = np.vstack([middle, (middle - up * NECK_SHADOW * unit)[::-1]])
+    # in the skin's own tone: the whole neck in the shadow tone read as a dark block under a lit face, and the
+    # chin's shadow as a band under the jaw as "a dark brown band across the neck" (a blind rater, three photos)
     sheet.paint(palette.skin, neck_skin * (1 - oval))
-    sheet.paint(palette.shadow, neck_skin * (1 - oval) * sheet.mask(polygons=(band,), blur_px=0.02 * unit))
+    jaw = _spline(points[list(JAW)], 4)
     right, left = points[list(CHEEKS)]
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
