@@ -86,6 +86,9 @@ SKIN_SHADE_SIGMA, HAIR_SHADE_SIGMA = 0.3, 0.2
 # Skin this much darker (L*) than the face's median is drawn in the shadow tone: a side light or a cap's brim, not
 # the soft fall-off of a frontal light (at 11, face_5's slightly darker cheek split her face in two halves).
 SKIN_SHADOW_L = 15.0
+# The skin tests are smoothed at this scale (u) before their steep ramps: at 0.01 the photo's grain decided pixel by
+# pixel, and a forehead came out dithered between the drawn skin and the style's (face_8's)
+SKIN_TEST_SIGMA = 0.05
 NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this far below the chin (u)
 # the neck is skin in shade: L* tolerances darker and lighter than the cheeks (a lighter pixel is a collar)
 NECK_DARKER_L, NECK_LIGHTER_L = 70.0, 6.0
@@ -501,10 +504,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     head = sheet.mask(ellipses=((centre + up * 0.2 * unit, 1.7 * unit, 2.6 * unit),), blur_px=0.3 * unit)
     d = lab - palette.skin_lab
     likeness = np.exp(-((d[..., 0] / 55.0) ** 2 + (d[..., 1] / 10.0) ** 2 + (d[..., 2] / 12.0) ** 2))
-    likeness = _blur(np.uint8(likeness * 255), 0.01 * unit) / 255
+    likeness = _blur(np.uint8(likeness * 255), SKIN_TEST_SIGMA * unit) / 255
     # inside the oval, skin in shade (a cap's brim, a side light) is bluer and greyer than the cheeks: looser there
     shaded = np.exp(-((d[..., 0] / 70.0) ** 2 + (d[..., 1] / 18.0) ** 2 + (d[..., 2] / 20.0) ** 2))
-    shaded = _blur(np.uint8(shaded * 255), 0.01 * unit) / 255
+    shaded = _blur(np.uint8(shaded * 255), SKIN_TEST_SIGMA * unit) / 255
     # steep ramps: a half-painted pixel shows the style's mottle through the paint (a blotch on the forehead)
     skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 4.0 - 2.0, 0, 1))
     shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), SKIN_SHADE_SIGMA * unit)
