@@ -62,6 +62,7 @@ LIP_PINK = np.array([232, 112, 124], np.float32)
 # Shapes, in units of the eyes' distance (``u``) or of the eye's own size.
 EYE_RAISE, EYE_LOWER = 2.1, 1.4  # the upper and lower lids moved off the eye's axis by these factors
 EYE_WIDEN = 1.2
+SHUT_ERASE = 0.16  # a shut eye's photo is painted over this far above and below its middle (u)
 CLOSED_EYE = 0.12  # opening / width below which an eye is drawn shut (a smile's curve)
 SQUINT = 0.3  # share of skin in the eyes' openings above which both are drawn shut (anime's ^ ^; a stare read wrong)
 GAZE_GAIN = 1.5  # the iris's shift from the eye's middle, of the photo's
@@ -614,6 +615,9 @@ def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, 
     ring = sheet.mask(polygons=(np.vstack([shaped(upper, 2.8, 1.35), shaped(lower, 2.4, 1.35)[::-1]]),),
                       blur_px=0.06 * unit)
     frames = _frames(sheet, luma, glasses)
+    if shut or opening < CLOSED_EYE * width:
+        # a shut eye's mesh opening is a sliver: the photo's slit and lower lashes stayed under the drawn arc
+        core = np.maximum(core, sheet.mask(ellipses=((mid, 0.62 * width, SHUT_ERASE * unit),), blur_px=0.04 * unit))
     sheet.paint(palette.skin, np.maximum(core, ring * frames))
 
     up, low = _spline(shaped(upper, EYE_RAISE)), _spline(shaped(lower, EYE_LOWER))
