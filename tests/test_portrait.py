@@ -120,6 +120,13 @@ def test_glasses_are_told_from_dark_brows(models: tuple[FaceDetector, FaceLandma
     luma = np.asarray(Image.fromarray(rgb).convert("L"), np.float32) * (100 / 255)
     unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
     assert portrait._glasses(luma, mesh.points, unit) is wears
+    canvas = np.full_like(rgb, 200)
+    portrait.draw_portrait(canvas, rgb, mesh.points)
+    below = mesh.points[list(portrait.RIGHT_EYE_LOWER)].mean(axis=0) + np.array([0.0, 0.3 * unit])  # a rim runs here
+    x, y = np.rint(below).astype(int)
+    rims = _near(canvas[y - round(0.1 * unit):y + round(0.1 * unit), x - round(0.5 * unit):x + round(0.5 * unit)],
+                 portrait.RIM_COLOUR, 30)
+    assert (rims > 5) is wears, rims  # a frame's lower rim is drawn for glasses, and only for them
 
 
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:

@@ -41,6 +41,11 @@ CHEEKS = (50, 280)  # right, left: where the blush sits
 CHEEK_SAMPLES = (50, 280, 101, 330, 117, 346, 205, 425)  # skin colour, away from eyes, nose and mouth
 NOSE_TIP, NOSE_BOTTOM, NOSE_WINGS = 4, 2, (98, 327)
 GLABELLA, BRIDGE = 168, 6  # between the brows, and the nose's bridge between the eyes: where glasses' bridge crosses
+RIM = (0.85, 0.3, 0.0)  # a drawn lower rim: half its width (of the eye's), its depth, its centre above the eye's (u)
+RIM_W = 0.022  # its line's width (u)
+RIM_COLOUR = np.array([70, 64, 66], np.float32)
+FRAME_L = 32.0  # with glasses, what is darker than this (fading out over 10 L*) near the eyes is kept: at 20 a thin
+# metal lower rim (face_7's, L* 30-40) was painted over, and the frame came out as its top bar alone
 GLASSES_L = (30.0, 22.0)  # a frame: its bridge darker than the first (L*), or both top rims than the second (_glasses)
 N_POINTS = 468
 
@@ -90,12 +95,11 @@ SKIN_SHADOW_L = 15.0
 # The skin tests are smoothed at this scale (u) before their steep ramps: at 0.01 the photo's grain decided pixel by
 # pixel, and a forehead came out dithered between the drawn skin and the style's (face_8's)
 SKIN_TEST_SIGMA = 0.05
+SKIN_MIN_L = 22.0  # darker than this (L*, fading in over 8) inside the oval is hair across the face, not skin in shade
 NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this far below the chin (u)
 # the neck is skin in shade: L* tolerances darker and lighter than the cheeks (a lighter pixel is a collar)
 NECK_DARKER_L, NECK_LIGHTER_L = 70.0, 6.0
 NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
-DARK_HAIR = 80.0  # hair whose drawn colour has a luma under this gets light strand lines (its sheen) as well
-SHEEN_SPREAD = 0.5  # ... from this many spreads above the flow's mean (dark lines: 1.0): streaks bunched into a sheen
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # Where the photo is grey (CIELAB C* up to the first, fading out at the second; lighter than L* 20-30, where a low
 # chroma is a colour the eye still reads as grey), the hair is drawn grey of its own lightness: greying temples
@@ -148,6 +152,9 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     for brow in (RIGHT_BROW, LEFT_BROW):
         part, (luma_part,) = sheet.around(points[[i for pair in brow for i in pair]], 0.5 * unit, luma)
         _brow(part, luma_part, points, brow, unit, palette, glasses=glasses)
+    if glasses:
+        for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
+            _rim(sheet.around(points[list(upper + lower)], 0.9 * unit)[0], points, upper, lower, unit)
     nose, (photo_part,) = sheet.around(points[[NOSE_TIP, NOSE_BOTTOM, *NOSE_WINGS]], 0.4 * unit, local_photo)
     _nose(nose, photo_part, points, unit, palette)
     _mouth(sheet.around(points[list(LIPS_OUTER)], 0.3 * unit)[0], points, unit, palette)
@@ -403,8 +410,6 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
     strands = _strands(luma, unit)
     sheet.paint(_greyed(shadow * 0.55, grey), mask * strands * 0.75)
-    if float(base @ LUMA) < DARK_HAIR:  # dark hair's strands are its sheen: a dark line on it does not show
-        sheet.paint(_greyed(light, grey), mask * _strands(255 - luma, unit, SHEEN_SPREAD) * 0.7)
     return True
 
 
@@ -438,7 +443,7 @@ def _blur(gray: np.ndarray, sigma: float) -> np.ndarray:
     return np.asarray(Image.fromarray(gray).filter(ImageFilter.GaussianBlur(sigma)), np.float32)
 
 
-def _strands(luma: np.ndarray, unit: float, spreads: float = 1.0) -> np.ndarray:
+def _strands(luma: np.ndarray, unit: float) -> np.ndarray:
     """Strand lines, 0..1: the photo's dark fine detail smoothed along the hair's flow (a line integral along the
     structure tensor's tangent), so lines follow the strands of the photo, at half resolution for speed."""
     small = np.asarray(Image.fromarray(luma).resize((max(1, luma.shape[1] // 2), max(1, luma.shape[0] // 2)),
@@ -467,7 +472,7 @@ def _strands(luma: np.ndarray, unit: float, spreads: float = 1.0) -> np.ndarray:
             total += detail[py.astype(int), px.astype(int)]
     line = total / (2 * steps + 1)
     spread = float(np.std(line)) + 1e-6
-    lines = np.clip((-line - spreads * spread) / spread, 0, 1)
+    lines = np.clip((-line - 1.0 * spread) / spread, 0, 1)
     return np.asarray(Image.fromarray(np.uint8(lines * 255)).resize((luma.shape[1], luma.shape[0]),
                                                                      Image.Resampling.BILINEAR), np.float32) / 255
 
@@ -510,7 +515,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     shaded = np.exp(-((d[..., 0] / 70.0) ** 2 + (d[..., 1] / 18.0) ** 2 + (d[..., 2] / 20.0) ** 2))
     shaded = _blur(np.uint8(shaded * 255), SKIN_TEST_SIGMA * unit) / 255
     # steep ramps: a half-painted pixel shows the style's mottle through the paint (a blotch on the forehead)
-    skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1), head * np.clip(likeness * 4.0 - 2.0, 0, 1))
+    # not over dark hair that falls across the face (at L* 10 against the cheeks' 72 it passed the loose test, and
+    # the skin cut a block out of face_5's hair beside her eye)
+    not_hair = np.clip((lab[..., 0] - SKIN_MIN_L) / 8.0, 0, 1)
+    skin = np.maximum(oval * np.clip(shaded * 4.0 - 1.0, 0, 1) * not_hair, head * np.clip(likeness * 4.0 - 2.0, 0, 1))
     shade = _masked_blur(lab[..., 0], np.maximum(skin, oval), SKIN_SHADE_SIGMA * unit)
     shade -= float(np.median(shade[oval > 0.5])) if (oval > 0.5).any() else palette.skin_lab[0]
     dark = 1 / (1 + np.exp(-(-shade - SKIN_SHADOW_L) / 1.5))  # a soft step: a cel band, not a gradient
@@ -559,7 +567,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # a drawn face has an outline: the jaw from ear to ear, thin at the ends
     t = np.linspace(0, 1, len(jaw))
     widths = JAW_W * unit * np.clip(np.sin(np.pi * t) * 1.8, 0.1, 1.0)
-    sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)))
+    sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
 
 
 def _squint(photo: np.ndarray, pts: np.ndarray, palette: Palette) -> float:
@@ -696,7 +704,27 @@ def _frames(sheet: Sheet, luma: np.ndarray, glasses: bool) -> np.ndarray:
     if not glasses:
         return np.ones(luma.shape, np.float32)
     inked = sheet.rgb.mean(axis=2) * (100 / 255)
-    return np.asarray(np.clip((np.minimum(luma, inked) - 20.0) / 10.0, 0, 1), np.float32)
+    return np.asarray(np.clip((np.minimum(luma, inked) - FRAME_L) / 10.0, 0, 1), np.float32)
+
+
+def _rim(sheet: Sheet, points: np.ndarray, upper_idx: tuple[int, ...], lower_idx: tuple[int, ...],
+         unit: float) -> None:
+    """A lens's lower rim under the eye, a thin line: the frame's top bar is kept where the photo or the style has
+    it dark, but a thin metal or light rim is not, and a rater saw "glasses cut to the top frame only"."""
+    eye = points[list(upper_idx + lower_idx)].astype(np.float64)
+    outer, inner = points[upper_idx[0]].astype(np.float64), points[upper_idx[-1]].astype(np.float64)
+    axis = (inner - outer) / max(float(np.linalg.norm(inner - outer)), 1e-6)
+    down = np.array([-axis[1], axis[0]])
+    if np.dot(down, _centre(points, (NOSE_BOTTOM,)) - eye.mean(axis=0)) < 0:
+        down = -down
+    centre = eye.mean(axis=0) - down * RIM[2] * unit
+    half_w = RIM[0] * float(np.linalg.norm(inner - outer))
+    angle = np.linspace(0.1, np.pi - 0.1, 24)[:, None]  # the lower half, from the outer side round to the inner
+    # a squared-off ellipse (a superellipse's exponent 0.6): a lens, not a monocle
+    c, sn = np.cos(angle), np.sin(angle)
+    curve = centre + np.sign(c) * np.abs(c) ** 0.6 * axis * half_w + sn ** 0.6 * down * RIM[1] * unit
+    widths = np.full(len(curve), RIM_W * unit)
+    sheet.paint(RIM_COLOUR, 0.85 * sheet.mask(polygons=(_stroke(curve, widths),)))
 
 
 def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
