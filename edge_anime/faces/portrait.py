@@ -37,6 +37,7 @@ LIPS_INNER_LOWER = (lm.LIPS_INNER[0], *lm.LIPS_INNER[11:][::-1], lm.LIPS_INNER[1
 FACE_OVAL = lm.FACE_OVAL
 JAW = (234, 93, 132, 58, 172, 136, 150, 149, 176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361, 323, 454)
 JAW_W = 0.03  # the jaw line's width at the chin (u)
+JAW_BEYOND = 0.12  # where the skin is looked for past the jaw line (u)
 CHEEKS = (50, 280)  # right, left: where the blush sits
 CHEEK_SAMPLES = (50, 280, 101, 330, 117, 346, 205, 425)  # skin colour, away from eyes, nose and mouth
 NOSE_TIP, NOSE_BOTTOM, NOSE_WINGS = 4, 2, (98, 327)
@@ -564,9 +565,18 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     blush = sheet.mask(ellipses=((right, 0.3 * unit, 0.15 * unit), (left, 0.3 * unit, 0.15 * unit)),
                        blur_px=0.08 * unit)
     sheet.paint(BLUSH, (0.1 + 0.22 * palette.colour) * blush * oval)
-    # a drawn face has an outline: the jaw from ear to ear, thin at the ends
+    # a drawn face has an outline: the jaw from ear to ear, thin at the ends; not along a cheek where the skin goes on
+    # past it (a turned head's mesh jaw runs inside the face's edge: "a double jawline", face_4), and never at the
+    # chin, where what goes on past it is the neck
     t = np.linspace(0, 1, len(jaw))
     widths = JAW_W * unit * np.clip(np.sin(np.pi * t) * 1.8, 0.1, 1.0)
+    outward = jaw - centre
+    outward /= np.maximum(np.linalg.norm(outward, axis=1, keepdims=True), 1e-6)
+    beyond = np.rint(jaw + outward * JAW_BEYOND * unit - sheet.origin).astype(int)
+    inside = (beyond[:, 0] >= 0) & (beyond[:, 0] < sheet.width) & (beyond[:, 1] >= 0) & (beyond[:, 1] < sheet.height)
+    past = np.zeros(len(jaw), np.float32)
+    past[inside] = skin[beyond[inside, 1], beyond[inside, 0]]
+    widths *= np.where((np.abs(t - 0.5) > 0.15) & (past > 0.5), 0.0, 1.0)
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
 
 
