@@ -391,7 +391,10 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     near *= np.clip(3.2 - along_up, 0, 1)  # long hair, down to the shoulders
     chin = float(-((points[lm.CHIN] - head) @ up)) / unit
     near *= 1 - np.clip(along_up - chin + 0.2, 0, 1) * np.clip(1.6 - np.abs(across) / 0.7, 0, 1)  # not the neck
+    # not on the face, but on dark hair falling across it, which the skin leaves alone (``SKIN_MIN_L``): left to the
+    # style there, it came out a pale notch bitten out of face_5's temple
     face = sheet.mask(polygons=(points[list(FACE_OVAL)],), blur_px=0.03 * unit)
+    face *= np.clip((lab[..., 0] - SKIN_MIN_L) / 8.0, 0, 1)
     mask = np.clip(like * 2.0 - 0.5, 0, 1) * near * (1 - face)
     mask = np.asarray(Image.fromarray(np.uint8(mask * 255)).filter(ImageFilter.GaussianBlur(0.02 * unit)),
                       np.float32) / 255
@@ -632,7 +635,7 @@ def _eye(sheet: Sheet, photo: np.ndarray, luma: np.ndarray, points: np.ndarray, 
                       blur_px=0.03 * unit)
     ring = sheet.mask(polygons=(np.vstack([shaped(upper, 2.8, 1.35), shaped(lower, 2.4, 1.35)[::-1]]),),
                       blur_px=0.06 * unit)
-    frames = _frames(sheet, luma, glasses)
+    frames = _frames(sheet, luma, glasses, points)
     if shut or opening < CLOSED_EYE * width:
         # a shut eye's mesh opening is a sliver: the photo's slit and lower lashes stayed under the drawn arc
         core = np.maximum(core, sheet.mask(ellipses=((mid, 0.62 * width, SHUT_ERASE * unit),), blur_px=0.04 * unit))
@@ -708,13 +711,16 @@ def _iris_centre(photo: np.ndarray, origin: np.ndarray, upper: np.ndarray, lower
     return np.asarray(mid + along)
 
 
-def _frames(sheet: Sheet, luma: np.ndarray, glasses: bool) -> np.ndarray:
-    """0..1: where the sheet may be painted over near the eyes: everywhere without glasses, else not on what is
-    dark in the photo (``luma``, L*) or as the style inked it (it draws a light tortoiseshell frame as ink)."""
+def _frames(sheet: Sheet, luma: np.ndarray, glasses: bool, points: np.ndarray) -> np.ndarray:
+    """0..1: where the sheet may be painted over near the eyes: not on dark hair beyond the face's oval (painted
+    skin there was a pale notch in face_5's hair at her temple), and with glasses not on what is dark in the photo
+    (``luma``, L*) or as the style inked it (it draws a light tortoiseshell frame as ink)."""
+    outside = 1 - sheet.mask(polygons=(points[list(FACE_OVAL)],), blur_px=1.0)
+    allowed = 1 - outside * (1 - np.clip((luma - SKIN_MIN_L) / 8.0, 0, 1))
     if not glasses:
-        return np.ones(luma.shape, np.float32)
+        return np.asarray(allowed, np.float32)
     inked = sheet.rgb.mean(axis=2) * (100 / 255)
-    return np.asarray(np.clip((np.minimum(luma, inked) - FRAME_L) / 10.0, 0, 1), np.float32)
+    return np.asarray(np.minimum(allowed, np.clip((np.minimum(luma, inked) - FRAME_L) / 10.0, 0, 1)), np.float32)
 
 
 def _rim(sheet: Sheet, points: np.ndarray, upper_idx: tuple[int, ...], lower_idx: tuple[int, ...],
@@ -774,7 +780,7 @@ def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple
     lower = points[[b for _, b in pairs]].astype(np.float64)
     band = np.vstack([upper, lower[::-1]])
     band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE)
-    frames = _frames(sheet, luma, glasses)
+    frames = _frames(sheet, luma, glasses, points)
     sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames)
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
