@@ -12,7 +12,7 @@ from PIL import Image
 
 from conftest import run_pipeline, style_with
 from edge_anime.errors import ModelError
-from edge_anime.imaging.palette import SOFT_LEVELS, apply_palette, choose_palette
+from edge_anime.imaging.palette import SHARPEN, SOFT_LEVELS, apply_palette, choose_palette
 from edge_anime.locations import bundled_models_dir
 from edge_anime.models import MANIFEST_NAME, PaletteSpec, load_model_info
 
@@ -21,11 +21,13 @@ def distinct(rgb: np.ndarray) -> int:
     return len(np.unique(rgb.reshape(-1, 3), axis=0))
 
 
-def assert_painted_with(out: np.ndarray, source: np.ndarray, colours: int, exact: float = 0.8) -> None:
-    """``out`` is ``source`` painted with its palette of ``colours``: more than ``exact`` of the pixels hold an
-    entry exactly, and the rest lie within ``SOFT_LEVELS`` of one (the soft band edges, module doc 4), never a
-    colour of their own."""
-    palette = choose_palette(source[0] if source.ndim == 4 else source, colours).astype(np.int16)
+def assert_painted_with(out: np.ndarray, source: np.ndarray, colours: int, exact: float = 0.75) -> None:
+    """``out`` is ``source``, sharpened (module doc 0), painted with its palette of ``colours``: more than ``exact``
+    of the pixels hold an entry exactly, and the rest lie within ``SOFT_LEVELS`` of one (the soft band edges,
+    module doc 4), never a colour of their own."""
+    picture = Image.fromarray(np.ascontiguousarray(source[0] if source.ndim == 4 else source))
+    sharpened = np.asarray(picture.filter(SHARPEN))
+    palette = choose_palette(sharpened, colours).astype(np.int16)
     pixels = out.reshape(-1, 1, 3).astype(np.int16)
     off = np.abs(pixels - palette[None]).max(axis=2).min(axis=1)
     assert float((off == 0).mean()) > exact and int(off.max()) <= SOFT_LEVELS, (float((off == 0).mean()), off.max())
@@ -63,7 +65,8 @@ def test_small_vivid_areas_and_thin_ink_keep_their_colour() -> None:
     brown and the ink dark grey."""
     photo = painted_photo()
     out = apply_palette(photo, 64).astype(np.int16)
-    assert np.abs(out[100:112, 150:180] - (205, 60, 75)).max() <= 12
+    # sharpened, the small patch stands out from its gradient a little more (module doc 0), and keeps its hue
+    assert np.abs(out[100:112, 150:180] - (205, 60, 75)).max() <= 20
     assert out[40, :].max() <= 40 and out[:, 60].max() <= 40
 
 
@@ -93,7 +96,8 @@ def test_a_small_step_between_bands_is_ramped_and_ink_stays_hard() -> None:
     assert np.array_equal(row[36], rgb[24, 36]) and np.array_equal(row[62], rgb[24, 62]), "flat bands stay flat"
     red = row[36:63, 0]
     assert np.all(np.diff(red) >= 0) and len(set(red.tolist())) >= 3, red  # a ramp, not a bare step
-    assert np.array_equal(row[69:72], rgb[24, 69:72].astype(np.int16)), "ink and its neighbours keep their colour"
+    assert row[70].max() <= 12, "the ink stays ink"
+    assert row[69].min() >= rgb[24, 69].min() and row[71].min() >= rgb[24, 71].min(), "and does not bleed"
 
 
 def test_a_style_s_chroma_makes_the_entries_more_vivid_and_greys_stay_grey() -> None:
@@ -178,7 +182,7 @@ def test_every_photo_of_the_pipeline_gets_the_styles_palette(random_ir: Path, tm
     assert raw is not None
     assert distinct(raw) > 32, "the random IR's output must have more colours for this test to say much"
     assert np.array_equal(got["on"], apply_palette(raw, 32))
-    assert_painted_with(got["on"], raw, 32, exact=0.5)  # the random IR's output is all small steps
+    assert_painted_with(got["on"], raw, 32, exact=0.4)  # the random IR's output is all small steps
     assert np.array_equal(got["off"], raw) and np.array_equal(got["switched"], raw)
 
 
@@ -186,7 +190,8 @@ def test_the_bundled_styles_paint_with_their_palette() -> None:
     """Both bundled styles are cel looks: their manifests turn the palette on."""
     for name, chroma in (("toon", 1.12), ("cel", 1.0)):  # the toon model paints a little paler than its target
         palette = load_model_info(bundled_models_dir() / name).palette
-        assert palette == PaletteSpec(enabled=True, colours=256, chroma=chroma), name
+        # 112 and 192 colours hold look.py's colours median under 0.6 once the palette sharpens (module doc 0)
+        assert palette == PaletteSpec(enabled=True, colours=112 if name == "toon" else 192, chroma=chroma), name
 
 
 def test_a_job_that_asks_for_no_palette_gets_none(random_ir: Path, tmp_path: Path,

@@ -45,6 +45,10 @@ INKED = frozenset({"toon"})
 # toon3 through the default settings (INT8, ink on) measured look.py's chroma median 0.99 at 1.05, 1.00 at 1.08 and
 # 1.03 at 1.12 (issue 41's bound: >= 1.0; casts 4.8 -> 4.9, under 6): its network and the ink paint a little paler
 PALETTE_CHROMA = {"toon": 1.12}
+# The palette sharpens the model's edges first (edge_anime.imaging.palette, step 0), which adds colours along them:
+# toon at 256 entries measured look.py's colours median 0.64, at 160 0.60, at 112 0.57 (the bound: <= 0.6); cel at
+# 256 0.599, at 224 0.59, at 192 0.57
+PALETTE_COLOURS = {"toon": 112, "cel": 192}
 # toon's INT8 keeps three decoder convolutions float: its all-INT8 holds the floor but draws grain
 # (edge_anime_converters.quantize.DECODER_FLOAT3_SETUPS); cel's is chosen from every candidate, first that holds.
 INT8_SETUPS = {"toon": DECODER_FLOAT3_SETUPS}
@@ -104,7 +108,8 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
                          calib_dir=calib_dir, quantized_ir=int8_ir, int8_setups=INT8_SETUPS.get(style, INT8_CANDIDATES))
     manifest = yaml.safe_load((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     # both bundled styles are cel looks; toon's network paints a little paler than its target (docs/styles.md)
-    manifest["palette"] = PaletteSpec(enabled=True, chroma=PALETTE_CHROMA.get(style, 1.0)).to_manifest()
+    manifest["palette"] = PaletteSpec(enabled=True, colours=PALETTE_COLOURS.get(style, 256),
+                                      chroma=PALETTE_CHROMA.get(style, 1.0)).to_manifest()
     if style in INKED:
         manifest["ink"] = InkSpec(enabled=True).to_manifest()
     # Faces (image.faces: auto) at 320 px, not the published face styles' 512: a 4-face group at 1024 px then takes

@@ -8,6 +8,13 @@ as saved). Snapping to a fixed grid (L* steps, a*b* steps) was measured and reje
 grid becomes a JPEG edge and the saved picture had *more* colours (0.91). What works is what a colourist
 does: choose the picture's own palette and repaint every pixel with its nearest entry.
 
+0. **Sharpen.** An unsharp mask (``SHARPEN``) on the model's output: a small generator draws every edge as a
+   ramp a few pixels wide, and a rater's first words for the bundled toon were "flattens by blurring, castles
+   and streets look out of focus" (issue 41 asks flat fills that keep shapes, no blur). Sharpened, window
+   frames, roof lines and lettering come out as steps the palette keeps; flat areas move by less than its
+   threshold and stay flat. Blind round cmp6 (2026-12-04, the 31 shared photos, toon, sharpened at 112 entries
+   against unsharpened at 256): all 2.89 -> 3.08, faces 3.06 -> 3.50, scenes 2.83 -> 2.93, preferred on 14
+   photos, the unsharpened on 3. ~10 ms at 1024 x 768 (2 cores; benchmarks/palette.py: the whole step 53 -> 63 ms).
 1. **Sample.** About ``SAMPLE_PIXELS`` pixels, strided (no averaging: a thumbnail would blur the ink lines
    to grey and there would be no black to paint them with). The most saturated ``SATURATED_SHARE`` of the
    sample is added ``SATURATED_REPEAT`` more times: median cut gives boxes by population, and lips, signs
@@ -28,6 +35,9 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    visibly calmer and nothing else changed; and a 2048 x 1536 photo tiled at ``image.memory_budget_mb: 300``
    moves fewer pixels by a whole entry's step against the same photo run whole (scene_0: 32.7 dB hard, 33.5 at
    6, 33.9 at 10; docs/fullres.md). 12 ms at 1024 x 768 (2 cores).
+   Wider ramps (17 pixels, steps of up to 24 levels, in areas with no edge for 12 pixels around) were tried for
+   the lakes and skies a rater called "posterised": a second blind rater saw no difference on 30 of 31 photos
+   (cmp7, 2026-12-04), at 20 ms more; left out.
 
 Deterministic (a strided sample, no random seeds); the input array is never modified. Not for clips: a
 palette chosen per frame shifts between frames and the picture flickers (the clip writer leaves it out).
@@ -45,6 +55,7 @@ REFINE_ROUNDS = 2        # k-means rounds on the sample after the median cut
 SMOOTH_LEVELS = 6        # an entry is read from the 7 x 7 box blur where no channel differs from it by more
 BOX_7X7 = ImageFilter.BoxBlur(3)  # Pillow's running sums: the radius costs nothing
 BOX_3X3 = ImageFilter.BoxBlur(1)
+SHARPEN = ImageFilter.UnsharpMask(radius=2, percent=80, threshold=3)  # step 0
 _EDGE_TABLE = [255 if level > SMOOTH_LEVELS else 0 for level in range(256)]
 GREY_ENTRIES = 16        # exact greys every 17 levels are always in the palette ...
 NEUTRAL_SPREAD = 6       # ... and an entry whose max - min of R, G, B is at most this becomes the grey of its luma
@@ -147,7 +158,9 @@ def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.n
     pixel would pick the paler neighbour of its own entry and the boost would cancel itself."""
     if not MIN_CHROMA <= chroma <= MAX_CHROMA:
         raise ValueError(f"palette chroma: expected {MIN_CHROMA} to {MAX_CHROMA}, got {chroma}")
-    pixels = rgb[0] if rgb.ndim == 4 else rgb
+    # step 0: the model's edges sharpened (module doc), then everything below reads the sharpened picture
+    image = Image.fromarray(np.ascontiguousarray(rgb[0] if rgb.ndim == 4 else rgb)).filter(SHARPEN)
+    pixels = np.asarray(image)
     palette = choose_palette(pixels, colours)
     # Which entry a pixel gets is read from a 7 x 7 box blur of the picture where the picture is smooth, from
     # the pixel itself elsewhere; its colour always from the palette. The model's output carries noise (the
@@ -158,10 +171,8 @@ def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.n
     # the islands visibly gone. Ink and edges differ from their blur by far more than the noise and keep
     # their own value: blurred, a one-pixel black line would be painted mid-grey.
     # All in Pillow's C code (numpy's int16 difference, where and gather took 40 of 55 ms at 1024 x 768).
-    image = Image.fromarray(np.ascontiguousarray(pixels))
     blurred = image.filter(BOX_7X7)
-    red, green, blue = ImageChops.difference(image, blurred).split()
-    edge = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(_EDGE_TABLE)
+    edge = _step(image, blurred).point(_EDGE_TABLE)
     source = Image.composite(image, blurred, edge)  # the pixel itself where it is an edge, else its blur
     paletted = source.quantize(palette=_holder(palette.astype(np.float32)), dither=Image.Dither.NONE)
     paletted.putpalette(_holder(_vivid(palette.astype(np.float32), chroma)).getpalette() or [])
@@ -174,6 +185,10 @@ def _soften(painted: Image.Image) -> Image.Image:
     A pixel counts as on a small step where its 3 x 3 box blur is within ``SOFT_LEVELS`` of it in every channel:
     beside ink or a shape's edge the blur is far off, and the pixel keeps its own colour."""
     blurred = painted.filter(BOX_3X3)
-    red, green, blue = ImageChops.difference(painted, blurred).split()
-    small = ImageChops.lighter(ImageChops.lighter(red, green), blue).point(_SOFT_TABLE)
-    return Image.composite(blurred, painted, small)
+    return Image.composite(blurred, painted, _step(painted, blurred).point(_SOFT_TABLE))
+
+
+def _step(picture: Image.Image, blurred: Image.Image) -> Image.Image:
+    """The largest of the R, G, B differences per pixel, as an L image (Pillow's C code, no numpy round trip)."""
+    red, green, blue = ImageChops.difference(picture, blurred).split()
+    return ImageChops.lighter(ImageChops.lighter(red, green), blue)
