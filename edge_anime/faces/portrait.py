@@ -76,6 +76,7 @@ SMILE = 0.03  # mouth corners this much of the mouth's width above its middle: a
 IRIS_W, IRIS_H = 0.54, 1.0  # of the eye's width, of the drawn opening
 LASH_W = (0.045, 0.11)  # the upper lash line's width at the inner and outer corner (u)
 BROW_W = (0.05, 0.018)  # the brow's width at the inner end and the tail (u)
+FEATURE_EYE = (0.8, 0.55)  # around the eye, the skin is painted whatever is there: half-axes, times the eye's width
 BROW_ERASE = (1.3, 3.0)  # the photo's brow is painted over in a band this much longer and taller than the mesh's
 MOUTH_NARROW = (0.75, 0.6)  # the drawn mouth's width and height, of the photo's (a closed mouth)
 MOUTH_OPEN_SIZE = (0.92, 0.9)  # ... an open one: a grin keeps its width, or the expression is lost
@@ -141,12 +142,12 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     sheet = Sheet(canvas[y0:y1, x0:x1].astype(np.float32), (x0, y0))
     local_photo = photo[y0:y1, x0:x1]
     palette = _palette(sheet.rgb, local_photo, points - (x0, y0), unit)
-    _masses(sheet, local_photo, points, unit, palette)
     luma = np.asarray(Image.fromarray(np.ascontiguousarray(local_photo)).convert("L"), np.float32) * (100 / 255)
-    shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
     # without glasses, nothing dark around the eyes and brows is a frame to keep: the photo's brows, lashes and lid
     # shadows are painted over whatever their darkness (face_3's black brows stayed beside the drawn ones)
     glasses = _glasses(luma, points - (x0, y0), unit)
+    _masses(sheet, local_photo, points, unit, palette, glasses=glasses)
+    shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
         part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
         _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut, glasses=glasses)
@@ -163,7 +164,8 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     return box
 
 
-def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, palette: Palette) -> None:
+def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, palette: Palette, *,
+            glasses: bool) -> None:
     """The hair and the skin, the large flat areas: drawn where the eyes are at most ``MASS_UNIT_PX`` apart (a
     selfie's are ~150 px: 5x fewer pixels, 1.3 s -> 0.3 s for an 860 px one), as a layer brought up to the
     sheet's size and laid over it. The features (eyes, brows, mouth) are then drawn at full size."""
@@ -171,7 +173,7 @@ def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, pa
     if scale >= 1.0:
         lab = _lab(photo)
         _hair(sheet, photo, lab, points, unit, palette)
-        _skin(sheet, lab, points, unit, palette)
+        _skin(sheet, lab, points, unit, palette, glasses=glasses)
         return
     size = (max(1, round(sheet.width * scale)), max(1, round(sheet.height * scale)))
     small_photo = np.asarray(Image.fromarray(np.ascontiguousarray(photo)).resize(size, Image.Resampling.BOX))
@@ -181,7 +183,7 @@ def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, pa
     small_points, small_unit = points * scale, unit * scale
     lab = _lab(small_photo)
     _hair(layer, small_photo, lab, small_points, small_unit, palette)
-    _skin(layer, lab, small_points, small_unit, palette)
+    _skin(layer, lab, small_points, small_unit, palette, glasses=glasses)
     assert layer.colour is not None and layer.alpha is not None
     full = (sheet.width, sheet.height)
     colour = np.stack([_resize_f(layer.colour[..., c], full) for c in range(3)], axis=-1)
@@ -433,6 +435,20 @@ def _greyed(colour: np.ndarray, grey: np.ndarray) -> np.ndarray:
     return np.asarray(full + ((full @ LUMA)[..., None] - full) * grey[..., None], np.float32)
 
 
+def _features(sheet: Sheet, points: np.ndarray, unit: float) -> np.ndarray:
+    """0..1: the eyes with their lids and the brows, generously (``FEATURE_EYE`` of the eye's width around it, the
+    brow band scaled by ``BROW_ERASE``): what the portrait draws itself, painted over with the skin first."""
+    ellipses, polygons = [], []
+    sides = ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER, RIGHT_BROW), (LEFT_EYE_UPPER, LEFT_EYE_LOWER, LEFT_BROW))
+    for upper, lower, brow in sides:
+        eye = points[list(upper + lower)].astype(np.float64)
+        width = float(np.linalg.norm(points[upper[0]] - points[upper[-1]]))
+        ellipses.append((eye.mean(axis=0), FEATURE_EYE[0] * width, FEATURE_EYE[1] * width))
+        band = np.vstack([points[[a for a, _ in brow]], points[[b for _, b in brow]][::-1]]).astype(np.float64)
+        polygons.append(band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE))
+    return sheet.mask(ellipses=tuple(ellipses), polygons=tuple(polygons), blur_px=0.05 * unit)
+
+
 def _masked_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
     """A blur of ``values`` (0..100) over the pixels ``weight`` selects only (normalised convolution), so a region's
     shading is not pulled by what lies beside it (hair by the bright wall behind it)."""
@@ -503,7 +519,8 @@ def _stroke(curve: np.ndarray, widths: np.ndarray) -> np.ndarray:
     return np.vstack([curve + n * half, (curve - n * half)[::-1]])
 
 
-def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palette: Palette) -> None:
+def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palette: Palette, *,
+          glasses: bool) -> None:
     """The skin in flat cel tones (light, base, shadow from the photo's smoothed shading): in the face's oval and
     on the ears, neck and hands near it where the photo is skin (bangs, glasses and dark hair keep the picture's
     own drawing), and below the eyes also over stubble and creases (a painted face with a photo's wrinkles read as
@@ -539,7 +556,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # the style's darkest ink stays where the photo is dark too (a glasses' frame it drew), not where the style inked
     # a crease or eye bags the portrait is there to paint over
     kept = np.maximum(np.clip((inked - 18.0) / 8.0, 0, 1), np.clip((lab[..., 0] - 35.0) / 10.0, 0, 1))
-    sheet.paint(tone, np.maximum(skin * kept, lower_face * not_black))
+    # around the eyes and brows all is painted (a glasses' frame kept): the photo's brows and lid creases are dark, so
+    # the style's strokes there passed ``kept`` and stayed between the drawn brows and eyes as "ghost marks"
+    around = _features(sheet, points, unit) * _frames(sheet, lab[..., 0], glasses, points)
+    sheet.paint(tone, np.maximum(np.maximum(skin * kept, lower_face * not_black), around))
     # the neck, under the chin and about as wide as the jaw's middle: skin in shade there is too dark for the test
     # above (face_1's stayed the style's grey mottle, face_4's photo), so its a*b* are compared with the cheeks'
     # scaled by its L* ratio (shade scales the reflectance) and its L* may be far darker; a collar, grey or blue,
