@@ -444,9 +444,14 @@ def _features(sheet: Sheet, points: np.ndarray, unit: float) -> np.ndarray:
         eye = points[list(upper + lower)].astype(np.float64)
         width = float(np.linalg.norm(points[upper[0]] - points[upper[-1]]))
         ellipses.append((eye.mean(axis=0), FEATURE_EYE[0] * width, FEATURE_EYE[1] * width))
-        band = np.vstack([points[[a for a, _ in brow]], points[[b for _, b in brow]][::-1]]).astype(np.float64)
-        polygons.append(band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE))
+        polygons.append(_brow_band(points, brow))
     return sheet.mask(ellipses=tuple(ellipses), polygons=tuple(polygons), blur_px=0.05 * unit)
+
+
+def _brow_band(points: np.ndarray, pairs: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The polygon the photo's brow is painted over in: the mesh's brow scaled by ``BROW_ERASE`` about its middle."""
+    band = np.vstack([points[[a for a, _ in pairs]], points[[b for _, b in pairs]][::-1]]).astype(np.float64)
+    return np.asarray(band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE))
 
 
 def _masked_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
@@ -798,9 +803,8 @@ def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple
     the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays."""
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
-    band = np.vstack([upper, lower[::-1]])
-    band = band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE)
     frames = _frames(sheet, luma, glasses, points)
+    band = _brow_band(points, pairs)
     sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames)
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
