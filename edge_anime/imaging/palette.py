@@ -38,6 +38,11 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    Wider ramps (17 pixels, steps of up to 24 levels, in areas with no edge for 12 pixels around) were tried for
    the lakes and skies a rater called "posterised": a second blind rater saw no difference on 30 of 31 photos
    (cmp7, 2026-12-04), at 20 ms more; left out.
+5. **Calm areas.** Where the picture has few edges and the model's output is even around a pixel (a clear sky,
+   still water, a wall), the paint becomes a gradient of itself: ``imaging.calm`` says how and why. Bands and
+   blotches there were what raters named most on scenes; clouds, foliage and lines keep the paint of steps 3-4.
+   benchmarks/palette.py, scene_1 (mostly sky): the whole step 64 -> 88 ms at 1024 x 768, 1.1 -> 1.5 s at
+   4000 x 3000 (2 cores); nothing where a picture has no calm area.
 
 Deterministic (a strided sample, no random seeds); the input array is never modified. Not for clips: a
 palette chosen per frame shifts between frames and the picture flickers (the clip writer leaves it out).
@@ -47,6 +52,8 @@ from __future__ import annotations
 
 import numpy as np
 from PIL import Image, ImageChops, ImageFilter
+
+from .calm import smooth_calm
 
 SAMPLE_PIXELS = 12_288   # the palette is chosen from about this many pixels, whatever the picture's size
 SATURATED_SHARE = 0.1    # the most saturated share of the sample ...
@@ -151,11 +158,13 @@ def choose_palette(rgb: np.ndarray, colours: int) -> np.ndarray:
     return chosen
 
 
-def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.ndarray:
+def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0, calm: bool = True) -> np.ndarray:
     """H x W x 3 u8 -> the same picture painted with at most ``colours`` flat colours of its own, their chroma
     times ``chroma`` (a style's own calibration: the toon model paints a little paler than its target). Each
     pixel's entry is chosen from the palette as sampled; only then are the entries made more vivid, or a
-    pixel would pick the paler neighbour of its own entry and the boost would cancel itself."""
+    pixel would pick the paler neighbour of its own entry and the boost would cancel itself. ``calm``: step 5,
+    calm areas as gradients (``imaging.calm``); every picture of the pipeline gets it, and False leaves the
+    paint of steps 0-4 alone (what their tests and benchmarks/palette.py look at)."""
     if not MIN_CHROMA <= chroma <= MAX_CHROMA:
         raise ValueError(f"palette chroma: expected {MIN_CHROMA} to {MAX_CHROMA}, got {chroma}")
     # step 0: the model's edges sharpened (module doc), then everything below reads the sharpened picture
@@ -176,7 +185,10 @@ def apply_palette(rgb: np.ndarray, colours: int, *, chroma: float = 1.0) -> np.n
     source = Image.composite(image, blurred, edge)  # the pixel itself where it is an edge, else its blur
     paletted = source.quantize(palette=_holder(palette.astype(np.float32)), dither=Image.Dither.NONE)
     paletted.putpalette(_holder(_vivid(palette.astype(np.float32), chroma)).getpalette() or [])
-    painted: np.ndarray = np.asarray(_soften(paletted.convert("RGB"))).reshape(rgb.shape)
+    painted_image = _soften(paletted.convert("RGB"))
+    if calm:
+        painted_image = smooth_calm(painted_image, image, edge)
+    painted: np.ndarray = np.asarray(painted_image).reshape(rgb.shape)
     return painted
 
 
