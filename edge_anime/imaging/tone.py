@@ -21,9 +21,13 @@ model's output with the photo exactly as it was fed to the model and repairs onl
    grey stays grey, hues keep their order, and it costs one table look-up per byte. A picture that already has
    ``MIN_RATIO`` of the photo's spread is left as it is: a strong style comes through unchanged, and the
    guard never darkens or flattens a picture.
+3. **Lost colours** (``imaging.hues``, before step 2's curve): where the photo has a clear colour and the output
+   kept less than half its chroma at about the same lightness (a sign's green stripe painted grey), the
+   photo's colour comes back under the output's luma. Only such pixels change.
 
-``strength`` (0..1) scales both: the stretch's gain and mean shift, and the share of a cast removed (the
-pull is raised by the stretch's gain, so the cast left is never larger than before). 0 is the identity. The
+``strength`` (0..1) scales all three: the stretch's gain and mean shift, the share of a cast removed (the
+pull is raised by the stretch's gain, so the cast left is never larger than before) and the weight of a lost
+colour's return. 0 is the identity. The
 result is deterministic; the input arrays are never modified.
 
 Cost (benchmarks/tone.py, docs/design.md): a few ms at 1024 x 768; both steps are bounded by one pass of
@@ -34,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .hues import restore_hues
 
 SAMPLE_PIXELS = 65_536   # statistics are taken on about this many pixels, whatever the picture's size
 MIN_RATIO = 0.9          # the output keeps at least this share of the photo's L* std (the issue asks >= 0.8)
@@ -212,10 +218,10 @@ def pull_neutrals(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.
 
 
 def restore_tone(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0, neutral: bool = True,
-                 tone: ToneMap | None = None, stats: ToneStats | None = None) -> np.ndarray:
+                 hues: bool = True, tone: ToneMap | None = None, stats: ToneStats | None = None) -> np.ndarray:
     """The guard: ``output`` (H x W x 3 u8, the model's) repaired against ``photo`` (the picture as fed to the
     model, same size). ``tone`` overrides the range step's map (a clip's smoothed one, ``ToneTrack``);
-    ``stats`` are ``measure(output, photo)`` when the caller has them already.
+    ``stats`` are ``measure(output, photo)`` when the caller has them already; ``hues``: step 3.
     Returns ``output`` itself when nothing needed repair, else a new array."""
     if output.shape != photo.shape or output.ndim != 3 or output.shape[2] != 3:
         raise ValueError(f"tone guard: output {output.shape} and photo {photo.shape} must both be H x W x 3")
@@ -231,6 +237,8 @@ def restore_tone(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0
         # and pulled so that what is left of it after the curve is (1 - strength) of the cast, not more
         pull = 1.0 - (1.0 - strength) / max(tone.gain, 1.0)
         result = pull_neutrals(output, photo, strength=pull, reach=tone.gain)
+    if hues:
+        result = restore_hues(result, photo, strength=strength)  # step 3: a colour the style lost
     return apply_range(result, tone)
 
 
