@@ -28,29 +28,37 @@ Deterministic; the input arrays are never modified.
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image
 
 VIVID, VIVID_FULL = 10.0, 18.0      # the photo's (Cb, Cr) length from which a pixel counts as coloured, fully
 KEPT, KEPT_NONE = 0.5, 0.3          # the output's share of that length below which the colour counts as lost
 LUMA_SAME, LUMA_OFF = 24.0, 48.0  # and its luma is within this of the photo's (none from the second): the same thing
-ERODE, GROW = ImageFilter.MinFilter(3), ImageFilter.MaxFilter(3)  # an opening: what is 2 px thin or less goes
-BLUR = ImageFilter.BoxBlur(1)
 
 
-def lost_weight(output: np.ndarray, photo: np.ndarray) -> Image.Image:
-    """L image at the pictures' size: 255 where the output lost the photo's colour (module doc), 0 elsewhere."""
-    height, width = output.shape[:2]
-
-    def ycc(rgb: np.ndarray) -> np.ndarray:
-        return np.asarray(Image.fromarray(rgb).reduce(2).convert("YCbCr"), np.float32) - 128.0  # 2 x 2 means
-
-    out, pic = ycc(output), ycc(photo)
+def _lost(output: np.ndarray, photo: np.ndarray, strength: float) -> tuple[np.ndarray, Image.Image]:
+    """At half size: the weight (u8, 255 where the output lost the photo's colour: module doc) and the photo in
+    YCbCr, whose Cb and Cr are what comes back (half-size chroma, as a JPEG keeps it)."""
+    photo_ycc = Image.fromarray(photo).reduce(2).convert("YCbCr")  # 2 x 2 means
+    out = np.asarray(Image.fromarray(output).reduce(2).convert("YCbCr"), np.float32) - 128.0
+    pic = np.asarray(photo_ycc, np.float32) - 128.0
     out_len, photo_len = np.hypot(out[..., 1], out[..., 2]), np.hypot(pic[..., 1], pic[..., 2])
     vivid = np.clip((photo_len - VIVID) / (VIVID_FULL - VIVID), 0.0, 1.0)
     faded = np.clip((KEPT - out_len / np.maximum(photo_len, 1e-3)) / (KEPT - KEPT_NONE), 0.0, 1.0)
     same = np.clip((LUMA_OFF - np.abs(out[..., 0] - pic[..., 0])) / (LUMA_OFF - LUMA_SAME), 0.0, 1.0)
-    weight = Image.fromarray(np.uint8(np.rint(255 * vivid * faded * same)))
-    return weight.filter(ERODE).filter(GROW).resize((width, height), Image.Resampling.BILINEAR)
+    weight = np.uint8(np.rint(255 * min(strength, 1.0) * vivid * faded * same))
+    return _rank3(_rank3(weight, np.minimum), np.maximum), photo_ycc
+
+
+def _rank3(plane: np.ndarray, pick: np.ufunc) -> np.ndarray:
+    """The 3 x 3 minimum or maximum (``pick``) of a u8 plane, edges replicated. Why not Pillow's MinFilter and
+    MaxFilter: rank filters, 11 ms for the pair at 512 x 384 where nine numpy views take well under 1."""
+    padded = np.pad(plane, 1, mode="edge")
+    height, width = plane.shape
+    out = padded[1:height + 1, 1:width + 1].copy()
+    for dy in range(3):
+        for dx in range(3):
+            pick(out, padded[dy:dy + height, dx:dx + width], out=out)
+    return out
 
 
 def restore_hues(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0) -> np.ndarray:
@@ -59,17 +67,22 @@ def restore_hues(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0
     nothing was lost, else a new array."""
     if strength <= 0:
         return output
-    weight = lost_weight(output, photo)
-    if strength < 1:
-        weight = weight.point(lambda level: round(level * strength))
-    box = weight.getbbox()
-    if box is None:
+    weight, photo_ycc = _lost(output, photo, strength)
+    rows, cols = np.flatnonzero(weight.any(axis=1)), np.flatnonzero(weight.any(axis=0))
+    if not rows.size:
         return output
-    x0, y0, x1, y1 = box  # only there: a picture's lost colours are a sign or a lamp, not the whole of it
+    height, width = output.shape[:2]
+    # only around what was lost (a sign, a lamp: rarely the whole picture), at the pictures' size
+    x0, y0 = max(0, 2 * int(cols[0]) - 2), max(0, 2 * int(rows[0]) - 2)
+    x1, y1 = min(width, 2 * int(cols[-1]) + 4), min(height, 2 * int(rows[-1]) + 4)
+    size, box = (x1 - x0, y1 - y0), (x0 / 2, y0 / 2, x1 / 2, y1 / 2)
+
+    def up(plane: Image.Image) -> Image.Image:
+        return plane.resize(size, Image.Resampling.BILINEAR, box=box)
+
     part = Image.fromarray(output[y0:y1, x0:x1])
-    luma = part.convert("YCbCr").getchannel("Y")
-    _, cb, cr = Image.fromarray(photo[y0:y1, x0:x1]).convert("YCbCr").split()
-    recoloured = Image.merge("YCbCr", (luma, cb.filter(BLUR), cr.filter(BLUR))).convert("RGB")
+    _, cb, cr = photo_ycc.split()
+    recoloured = Image.merge("YCbCr", (part.convert("YCbCr").getchannel("Y"), up(cb), up(cr))).convert("RGB")
     restored: np.ndarray = output.copy()
-    restored[y0:y1, x0:x1] = np.asarray(Image.composite(recoloured, part, weight.crop(box)))
+    restored[y0:y1, x0:x1] = np.asarray(Image.composite(recoloured, part, up(Image.fromarray(weight))))
     return restored
