@@ -31,6 +31,7 @@ def test_a_stripe_painted_grey_comes_back_in_the_photos_colour_at_the_styles_lig
     assert (stripe[..., 1] - np.maximum(stripe[..., 0], stripe[..., 2]) > 40).all(), stripe[0, :4]
     assert np.abs(stripe @ LUMA - out[44:52, 36:124] @ LUMA).max() <= 4, "the style's lightness stays"
     assert np.array_equal(got[:12], out[:12]) and np.array_equal(got[:, :16], out[:, :16]), "the wall is untouched"
+    assert len(np.unique(stripe.reshape(-1, 3), axis=0)) <= 4, "flat paint: every new colour counts (look.py)"
 
 
 def test_an_outline_off_the_photos_edge_and_a_styles_own_hue_are_left_alone() -> None:
