@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from edge_anime.imaging.hues import restore_hues
-from edge_anime.imaging.tone import restore_tone
+from edge_anime.imaging.tone import ToneTrack, restore_tone
 
 LUMA = np.array([0.299, 0.587, 0.114])
 
@@ -55,3 +55,5 @@ def test_the_guards_strength_scales_it_and_hues_false_turns_it_off() -> None:
     assert green(out.astype(np.int16)) < green(half) < green(full)
     assert green(restore_tone(out, photo).astype(np.int16)) > 40
     assert np.array_equal(restore_tone(out, photo, hues=False), out)
+    # a clip's frames get none: the hard mask, found per frame, would flicker at its rim
+    assert np.array_equal(ToneTrack(strength=1.0, neutral=True).apply(out, photo), out)

@@ -108,7 +108,7 @@ class Job:
     planned: Decoded | None = field(default=None, repr=False, compare=False)  # decoded and planned already
     notify: Callable[[JobResult], None] | None = field(default=None, repr=False, compare=False)
     tone: bool = True  # False: the caller runs the tone guard itself (a clip's writer, in frame order)
-    palette: bool = True  # False: no cel palette (a clip's frame: a palette chosen per frame flickers)
+    palette: bool = True  # False: no cel palette nor lost colours (a clip's frame: chosen per frame, they flicker)
     ink: bool = True  # False: no ink lines (a clip's frame: lines found per frame would flicker on noise)
     on_tile: TileCallback | None = field(default=None, repr=False, compare=False)  # (done, total) per tile
     encode_as: str | None = None  # with dst None: encode to this extension, into JobResult.data
@@ -483,8 +483,9 @@ class Pipeline:
             work.timings["palette"] = toned - painted
             if self.tone is not None and work.job.tone:
                 # the picture as fed to the model: with resize: full the whole one, so every tile gets one map
+                # a frame (no palette) gets no lost colours either: a hard mask per frame would flicker at its rim
                 work.stylized = restore_tone(work.stylized, work.picture.rgb, strength=self.tone.strength,
-                                             neutral=self.tone.neutral)
+                                             neutral=self.tone.neutral, hues=work.job.palette)
             start = time.perf_counter()
             work.timings["tone"] = start - toned
             if self.ink is not None and work.job.ink:

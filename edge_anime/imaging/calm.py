@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageChops, ImageFilter
 
-from .guided import _box
+from .guided import LUMA, box_mean
 
 RADIUS_PX = 8          # the filter's window radius at the picture's size
 EPS = 12.0 ** 2        # in u8 levels squared: steps of less than about 12 levels melt into a gradient
@@ -46,7 +46,7 @@ CALM_NONE = 0.10       # ... from this share it keeps the palette's paint
 EVEN_FULL = 3.0        # up to this std of the model's luma around a pixel (levels) the area is even ...
 EVEN_NONE = 7.0        # ... from this it has shapes of its own (a cloud, a reflection) and keeps its paint
 MIN_CALM_SHARE = 0.005  # a picture with less calm area than this is left as painted (no cost)
-LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+_RADIUS = max(1, RADIUS_PX // FIT_SCALE)  # the window's radius where the filter runs
 
 
 _WEIGHT_TABLE = [round(255 * min(1.0, max(0.0, (CALM_NONE - level / 255) / (CALM_NONE - CALM_FULL))))
@@ -80,9 +80,8 @@ def _even(rgb: np.ndarray) -> np.ndarray:
     """h x w u8: 255 where the luma's spread (std) around a pixel is at most ``EVEN_FULL`` levels, 0 from
     ``EVEN_NONE``, over the filter's window."""
     guide = rgb.astype(np.float32) @ LUMA
-    radius = max(1, RADIUS_PX // FIT_SCALE)
-    mean = _box(guide, radius)
-    spread = np.sqrt(np.maximum(_box(_box(guide * guide, radius) - mean * mean, radius), 0.0))
+    mean = box_mean(guide, _RADIUS)
+    spread = np.sqrt(np.maximum(box_mean(box_mean(guide * guide, _RADIUS) - mean * mean, _RADIUS), 0.0))
     even: np.ndarray = np.rint(255 * np.clip((EVEN_NONE - spread) / (EVEN_NONE - EVEN_FULL), 0, 1)).astype(np.uint8)
     return even
 
@@ -90,16 +89,16 @@ def _even(rgb: np.ndarray) -> np.ndarray:
 def _guided_self(rgb: np.ndarray) -> np.ndarray:
     """h x w x 3 u8 -> the same through a guided filter steered by its own luma (module doc), u8."""
     pixels = rgb.astype(np.float32)
-    radius = max(1, RADIUS_PX // FIT_SCALE)
+    radius = _RADIUS
     guide = pixels @ LUMA
-    mean_i = _box(guide, radius)
-    var_i = _box(guide * guide, radius) - mean_i * mean_i
+    mean_i = box_mean(guide, radius)
+    var_i = box_mean(guide * guide, radius) - mean_i * mean_i
     out = np.empty_like(pixels)
     for channel in range(3):
         p = pixels[..., channel]
-        mean_p = _box(p, radius)
-        a = (_box(guide * p, radius) - mean_i * mean_p) / (var_i + EPS)
+        mean_p = box_mean(p, radius)
+        a = (box_mean(guide * p, radius) - mean_i * mean_p) / (var_i + EPS)
         b = mean_p - a * mean_i
-        out[..., channel] = _box(a, radius) * guide + _box(b, radius)
+        out[..., channel] = box_mean(a, radius) * guide + box_mean(b, radius)
     smooth: np.ndarray = np.clip(np.rint(out), 0, 255).astype(np.uint8)
     return smooth

@@ -22,7 +22,7 @@ STRIP_ROWS = 256
 LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
-def _box(plane: np.ndarray, radius: int) -> np.ndarray:
+def box_mean(plane: np.ndarray, radius: int) -> np.ndarray:
     """Mean over a (2r+1)^2 window, edges by replication, via cumulative sums (O(1) per pixel)."""
     padded = np.pad(plane, ((radius + 1, radius), (radius + 1, radius)), mode="edge").astype(np.float64)
     summed = padded.cumsum(0).cumsum(1)
@@ -40,16 +40,16 @@ def guided_upscale(low: np.ndarray, photo: np.ndarray, *, radius: int = RADIUS_P
     height, width = photo.shape[:2]
     small_h, small_w = low.shape[:2]
     guide_small = _luma(np.asarray(Image.fromarray(photo).resize((small_w, small_h), Image.Resampling.BOX)))
-    mean_i = _box(guide_small, radius)
-    var_i = _box(guide_small * guide_small, radius) - mean_i * mean_i
+    mean_i = box_mean(guide_small, radius)
+    var_i = box_mean(guide_small * guide_small, radius) - mean_i * mean_i
     coefficients = []
     for channel in range(3):
         p = low[..., channel].astype(np.float32) / 255.0
-        mean_p = _box(p, radius)
-        cov = _box(guide_small * p, radius) - mean_i * mean_p
+        mean_p = box_mean(p, radius)
+        cov = box_mean(guide_small * p, radius) - mean_i * mean_p
         a = cov / (var_i + eps)
         b = mean_p - a * mean_i
-        coefficients.append((Image.fromarray(_box(a, radius), "F"), Image.fromarray(_box(b, radius), "F")))
+        coefficients.append((Image.fromarray(box_mean(a, radius), "F"), Image.fromarray(box_mean(b, radius), "F")))
     out = np.empty((height, width, 3), np.uint8)
     scale_y = small_h / height
     for top in range(0, height, STRIP_ROWS):
