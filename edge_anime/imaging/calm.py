@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageChops, ImageFilter
 
-from .guided import LUMA, box_mean
+from .guided import LUMA, box_mean, fit
 
 RADIUS_PX = 8          # the filter's window radius at the picture's size
 EPS = 12.0 ** 2        # in u8 levels squared: steps of less than about 12 levels melt into a gradient
@@ -89,16 +89,9 @@ def _even(rgb: np.ndarray) -> np.ndarray:
 def _guided_self(rgb: np.ndarray) -> np.ndarray:
     """h x w x 3 u8 -> the same through a guided filter steered by its own luma (module doc), u8."""
     pixels = rgb.astype(np.float32)
-    radius = _RADIUS
     guide = pixels @ LUMA
-    mean_i = box_mean(guide, radius)
-    var_i = box_mean(guide * guide, radius) - mean_i * mean_i
     out = np.empty_like(pixels)
-    for channel in range(3):
-        p = pixels[..., channel]
-        mean_p = box_mean(p, radius)
-        a = (box_mean(guide * p, radius) - mean_i * mean_p) / (var_i + EPS)
-        b = mean_p - a * mean_i
-        out[..., channel] = box_mean(a, radius) * guide + box_mean(b, radius)
+    for channel, (a, b) in enumerate(fit(guide, (pixels[..., c] for c in range(3)), _RADIUS, EPS)):
+        out[..., channel] = a * guide + b
     smooth: np.ndarray = np.clip(np.rint(out), 0, 255).astype(np.uint8)
     return smooth

@@ -13,6 +13,8 @@ copy of itself.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from PIL import Image
 
@@ -31,6 +33,22 @@ def box_mean(plane: np.ndarray, radius: int) -> np.ndarray:
     return np.asarray(total / (size * size), dtype=np.float32)
 
 
+def fit(guide: np.ndarray, planes: Iterable[np.ndarray], radius: int, eps: float
+        ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The guided filter's fit (He, Sun and Tang 2013): per plane, the box-smoothed (a, b) of ``a * guide + b``
+    over windows of ``radius``, ``eps`` in the guide's units squared. ``guided_upscale`` applies them to the photo
+    at its size, ``imaging.calm`` to the picture's own luma."""
+    mean_i = box_mean(guide, radius)
+    var_i = box_mean(guide * guide, radius) - mean_i * mean_i
+    coefficients = []
+    for p in planes:
+        mean_p = box_mean(p, radius)
+        a = (box_mean(guide * p, radius) - mean_i * mean_p) / (var_i + eps)
+        b = mean_p - a * mean_i
+        coefficients.append((box_mean(a, radius), box_mean(b, radius)))
+    return coefficients
+
+
 def _luma(rgb: np.ndarray) -> np.ndarray:
     return np.asarray((rgb.astype(np.float32) @ LUMA) / 255.0, dtype=np.float32)
 
@@ -40,16 +58,9 @@ def guided_upscale(low: np.ndarray, photo: np.ndarray, *, radius: int = RADIUS_P
     height, width = photo.shape[:2]
     small_h, small_w = low.shape[:2]
     guide_small = _luma(np.asarray(Image.fromarray(photo).resize((small_w, small_h), Image.Resampling.BOX)))
-    mean_i = box_mean(guide_small, radius)
-    var_i = box_mean(guide_small * guide_small, radius) - mean_i * mean_i
-    coefficients = []
-    for channel in range(3):
-        p = low[..., channel].astype(np.float32) / 255.0
-        mean_p = box_mean(p, radius)
-        cov = box_mean(guide_small * p, radius) - mean_i * mean_p
-        a = cov / (var_i + eps)
-        b = mean_p - a * mean_i
-        coefficients.append((Image.fromarray(box_mean(a, radius), "F"), Image.fromarray(box_mean(b, radius), "F")))
+    planes = (low[..., channel].astype(np.float32) / 255.0 for channel in range(3))
+    coefficients = [(Image.fromarray(a, "F"), Image.fromarray(b, "F"))
+                    for a, b in fit(guide_small, planes, radius, eps)]
     out = np.empty((height, width, 3), np.uint8)
     scale_y = small_h / height
     for top in range(0, height, STRIP_ROWS):
