@@ -109,6 +109,30 @@ def test_the_newest_frame_wins_and_nothing_queues(live: Callable[..., Here]) -> 
     assert answers[-1] == last_alone
 
 
+def test_frames_stylized_two_at_a_time_come_back_in_their_order(live: Callable[..., Here]) -> None:
+    """Two frames of a session are stylized at once (FRAMES_IN_FLIGHT), but an answer never overtakes an
+    older frame's: the answers to frames sent back to back are those frames' own, in the order sent."""
+    server = live()
+    frames = [_frame(seed=i) for i in range(8)]
+    with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:
+        alone: dict[bytes, int] = {}
+        for i, frame in enumerate(frames):  # one at a time: each frame's own answer
+            ws.send(frame)
+            answer = ws.recv(timeout=DEADLINE_S)
+            assert isinstance(answer, bytes)
+            alone[answer] = i
+        assert len(alone) == len(frames)
+        for frame in frames:
+            ws.send(frame)
+        order: list[int] = []
+        while not order or order[-1] != len(frames) - 1:  # the last frame is never replaced: it is answered
+            message = ws.recv(timeout=DEADLINE_S)
+            assert isinstance(message, bytes) and message in alone
+            order.append(alone[message])
+    assert order == sorted(set(order)), order
+    assert len(order) >= 2
+
+
 def test_a_frame_that_is_not_a_jpeg_gets_a_json_error_and_the_session_goes_on(live: Callable[..., Here]) -> None:
     server = live()
     with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:
