@@ -133,6 +133,15 @@ def test_frames_stylized_two_at_a_time_come_back_in_their_order(live: Callable[.
     assert len(order) >= 2
 
 
+def test_a_first_frame_waiting_for_the_compile_is_not_idle(live: Callable[..., Here]) -> None:
+    """The session's first frame builds (compiles) the live Stylizer, which takes far longer than this
+    idle_seconds: a session waiting for its answer is not idle, so the answer comes instead of a close."""
+    server = live(idle_seconds=0.05)
+    with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:
+        ws.send(_frame())
+        assert _answer(ws).format == "JPEG"
+
+
 def test_a_frame_that_is_not_a_jpeg_gets_a_json_error_and_the_session_goes_on(live: Callable[..., Here]) -> None:
     server = live()
     with websockets_sync.connect(_url(server), open_timeout=DEADLINE_S) as ws:

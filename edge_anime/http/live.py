@@ -187,6 +187,7 @@ class Session:
             self.arrived.clear()  # cleared before the look below: a frame arriving after it sets it again
             while self.waiting is not None and len(in_flight) < FRAMES_IN_FLIGHT:
                 frame, self.waiting = self.waiting, None
+                self.busy = True  # a first frame's compile can outlast idle_seconds: the session is not idle
                 try:
                     submitted = await asyncio.to_thread(self._submit, frame)  # may compile, or wait for a slot
                 except UserError as exc:  # the style cannot be compiled: no frame of this session can be
