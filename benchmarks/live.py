@@ -4,13 +4,14 @@ The frames are a slow pan across real photos (``--photos``, ``../shared/photos``
 moves a few pixels a frame, scaled to ``--frame`` (640x480, a webcam's), JPEG at quality 80, as the booth page
 sends them. Each session keeps ``--in-flight`` frames outstanding (2: the server stylizes two of a session at
 once), sending the next when an answer arrives, so answer k is frame k's and its latency is exact; no frame is
-replaced. That is the booth page's own pace. Reported per run: answered frames/s (all sessions), p50/p95 latency from send to
-answer, the server's peak RSS, and the CPU.
+replaced. That is the booth page's own pace. Reported per run: answered frames/s (all sessions), p50/p95
+latency from send to answer, the server's peak RSS, and the CPU.
 
     python benchmarks/live.py [--config FILE] [--seconds 20] [--sessions 1 4] [--side 384]
 
 The issue's goals: >= 10 frames/s with p95 <= 250 ms at 384 px on a 2-core box (one session), >= 30 frames/s
-at 512 px on a 16-core box (``--side 512``); serve's peak RSS with 4 sessions <= 700 MB. Loopback only; every loop is bounded by ``--seconds``.
+at 512 px on a 16-core box (``--side 512``); serve's peak RSS with 4 sessions <= 700 MB. Loopback only; every
+loop is bounded by ``--seconds``.
 """
 from __future__ import annotations
 
