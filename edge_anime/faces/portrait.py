@@ -109,8 +109,8 @@ STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 # only where the hair is at least this thick (u), and only where the photo's L* varies by this much (standard
 # deviation of its fine detail) under it: strands. Caps measured 1.6-1.75, dark hair 2.6-4.4 on the shared faces.
 RING_LIGHT = 0.28
-RING_DEPTH = (0.16, 0.07, 0.2)
-RING_TEETH = 26
+RING_DEPTH = (0.16, 0.06, 0.3)
+RING_TEETH = 16
 RING_SPAN = 1.0
 RING_MIN_THICK = 0.25
 RING_MIN_DETAIL = 2.1
@@ -456,10 +456,11 @@ def _ring(mask: np.ndarray, rel_x: np.ndarray, rel_y: np.ndarray, up: np.ndarray
     thick = np.maximum(outline - hairline, 1e-6)
     depth = (outline - r) / thick  # 0 at the outline, 1 at the hairline
     span = np.clip(1 - np.abs(theta) / RING_SPAN, 0, 1)  # the band narrows to nothing toward the temples
-    tooth = np.abs(((theta / np.pi * RING_TEETH) % 2) - 1) * (0.65 + 0.35 * np.cos(7.3 * theta + 1.0))  # uneven
+    # spikes (a triangle wave squared: narrow points, wide gaps), of uneven length
+    tooth = np.abs(((theta / np.pi * RING_TEETH) % 2) - 1) ** 2 * (0.65 + 0.35 * np.cos(7.3 * theta + 1.0))
     top, width, reach = RING_DEPTH
     bottom = top + (width + reach * tooth) * np.sqrt(span)
-    ramp = thick * unit * 1.5  # the band's edges over ~1 px
+    ramp = thick * unit * 0.8  # the band's edges over ~1.5 px where it is drawn: its steps at 1.5 read as jagged
     band = np.clip((depth - top) * ramp, 0, 1) * np.clip((bottom - depth) * ramp, 0, 1)
     return np.asarray(band * (span > 0.05) * (thick > RING_MIN_THICK), np.float32)
 
