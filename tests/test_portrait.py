@@ -157,11 +157,10 @@ def test_the_crown_s_highlight_is_a_band_with_teeth_across_the_top_of_the_hair()
     own outline and hairline. A synthetic head: hair between 1.0 and 1.8 units from its centre, over its top half."""
     unit, size = 40.0, 240
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float64)
-    rel_x, rel_y = (xx - size / 2) / unit, (yy - size / 2) / unit
-    r, theta = np.hypot(rel_x, rel_y), np.arctan2(rel_x, -rel_y)  # theta 0: straight up
-    up, side = np.array([0.0, -1.0]), np.array([-1.0, 0.0])
+    along, across = (size / 2 - yy) / unit, (size / 2 - xx) / unit  # up the face, and sideways
+    r, theta = np.hypot(along, across), np.arctan2(across, along)  # theta 0: straight up
     top_half = (r >= 1.0) & (r <= 1.8) & (np.abs(theta) < np.pi / 2)
-    band = portrait._ring(top_half.astype(np.float32), rel_x, rel_y, up, side, unit) > 0.5
+    band = portrait._ring(top_half.astype(np.float32), along, across, unit) > 0.5
     assert band.sum() > 100, band.sum()
     depth = (1.8 - r[band]) / 0.8  # 0 at the outline, 1 at the hairline
     top, width, reach = portrait.RING_DEPTH
@@ -179,7 +178,7 @@ def test_the_crown_s_highlight_is_a_band_with_teeth_across_the_top_of_the_hair()
         low, high = min(low, value), max(high, value)
     assert teeth >= 3 and np.ptp(ends) >= 0.3 * reach, ends.round(2)
     sides_only = ((r >= 1.0) & (r <= 1.8) & (np.abs(theta) > 1.3)).astype(np.float32)  # bald on top
-    assert not portrait._ring(sides_only, rel_x, rel_y, up, side, unit).any()
+    assert not portrait._ring(sides_only, along, across, unit).any()
 
 
 @pytest.mark.parametrize(("name", "ring"), [("face_5", True), ("face_6", True), ("face_7", False),

@@ -426,7 +426,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     tone = tone + (light - tone) * bright[..., None]
     grey = _grey(lab, unit)
     sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
-    ring = _ring(mask, rel_x / unit, rel_y / unit, up, side, unit) * mask
+    ring = _ring(mask, -along_up, across, unit) * mask
     if _strandy(lab[..., 0], ring > 0.5, unit):
         sheet.paint(_greyed(base + (255 - base) * RING_LIGHT, grey), ring)
     strands = _strands(luma, unit)
@@ -434,14 +434,12 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     return True
 
 
-def _ring(mask: np.ndarray, rel_x: np.ndarray, rel_y: np.ndarray, up: np.ndarray, side: np.ndarray, unit: float
-          ) -> np.ndarray:
+def _ring(mask: np.ndarray, along: np.ndarray, across: np.ndarray, unit: float) -> np.ndarray:
     """The crown's highlight, anime's "angel ring" (0..1): a band across the top of the hair at a share of its
     thickness (``RING_DEPTH``), its upper edge following the head's outline and its lower edge in uneven teeth.
-    Placed by the hair's own shape, read per direction from the head's centre (``rel_x``, ``rel_y``: each pixel's
-    offset from it, in units of ``unit``): its outline (the farthest hair) and its inner edge (the nearest: the
-    hairline), so a high crown, a fringe and parted hair each get it across their own top."""
-    along, across = rel_x * up[0] + rel_y * up[1], rel_x * side[0] + rel_y * side[1]  # up, and sideways
+    Placed by the hair's own shape, read per direction from the head's centre (``along``, ``across``: each pixel's
+    offset from it up the face and sideways, in units of ``unit``): its outline (the farthest hair) and its inner
+    edge (the nearest: the hairline), so a high crown, a fringe and parted hair each get it across their own top."""
     r, theta = np.hypot(along, across), np.arctan2(across, along)  # theta 0: straight up
     bins = np.clip(((theta + np.pi) / (2 * np.pi) * RING_BINS).astype(int), 0, RING_BINS - 1)
     hair = mask > 0.5
