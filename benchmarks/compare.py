@@ -34,6 +34,12 @@ Per photo the page shows the photo and the two outputs as "A" and "B" (the order
 RNG), 100 % crops of the eyes, a cheek, hair, sky and foliage (where the photo has them), and 1-5 radio buttons
 per output; a button shows and downloads the ratings as JSON. Which of A/B is BEFORE goes to ``key.json``
 beside the page, never into it. ``--sheet`` also writes a small photo | A | B contact sheet.
+
+A rater's own calibration moves the scores more than most changes do: the same 31 pictures rated on both sides
+(BEFORE and AFTER the same folder, an A/A page, cmp23 on 2026-12-04) got faces 3.06 and all 2.85 from one rater,
+where three other raters gave the same pictures faces 3.44-3.50 and all 3.02-3.11 (cmp21, cmp24, cmp25). Compare
+scores within a page (before against after, one rater), not across pages; an A/A page tells how a new rater
+scores before a real round.
 """
 from __future__ import annotations
 

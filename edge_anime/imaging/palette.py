@@ -38,6 +38,12 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    Wider ramps (17 pixels, steps of up to 24 levels, in areas with no edge for 12 pixels around) were tried for
    the lakes and skies a rater called "posterised": a second blind rater saw no difference on 30 of 31 photos
    (cmp7, 2026-12-04), at 20 ms more; left out.
+   **The knobs are at a plateau both ways** (blind rounds on the 31 shared photos, HEAD against the variant, AMD
+   EPYC, 2026-12-04): bolder (``SHARPEN`` at radius 3 and 150 %, 64 entries, chroma 1.25) was preferred on 2
+   photos and rejected on 8 ("grainy", "speckled"; cmp24), and fails look.py besides (cast max 6.19, colours
+   median 0.607, texture 0.387); cleaner (64 entries, read from the blur up to 14 levels instead of
+   ``SMOOTH_LEVELS``: look.py's texture 0.28 -> 0.256, colours 0.59 -> 0.549) was preferred on 1, rejected on 2,
+   the same on 28 (cmp25). Left as they are.
 5. **Calm areas.** Where the picture has few edges and the model's output is even around a pixel (a clear sky,
    still water, a wall), the paint becomes a gradient of itself: ``imaging.calm`` says how and why. Bands and
    blotches there were what raters named most on scenes; clouds, foliage and lines keep the paint of steps 3-4.
