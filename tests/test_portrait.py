@@ -208,6 +208,61 @@ def test_hair_gets_the_crown_s_highlight_and_a_cap_does_not(models: tuple[FaceDe
         assert not lighter.any(), lighter.sum()
 
 
+def _blotted(models: tuple[FaceDetector, FaceLandmarker], rgb: np.ndarray
+             ) -> tuple[FaceMesh, np.ndarray, np.ndarray]:
+    """The mesh, a "stylized" picture with a brown blot at the parting (what the style paints on a blonde's darker
+    roots), and the blot's pixels."""
+    mesh = _mesh(models, rgb)
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    centre = mesh.points[10] + portrait._up(mesh.points) * 0.45 * unit  # above the top of the forehead
+    yy, xx = np.mgrid[0:rgb.shape[0], 0:rgb.shape[1]]
+    blot = np.hypot(xx - centre[0], yy - centre[1]) < 0.12 * unit
+    stylized = rgb.copy()
+    stylized[blot] = (96, 66, 44)
+    return mesh, stylized, blot
+
+
+def _crown_lift(rgb: np.ndarray, mesh: FaceMesh, stylized: np.ndarray, monkeypatch: pytest.MonkeyPatch
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The drawing, the same drawing with the crown's lift out of reach, and how much lighter (luma) the first is."""
+    drawn, plain = stylized.copy(), stylized.copy()
+    portrait.draw_portrait(drawn, rgb, mesh.points)
+    with monkeypatch.context() as patch:
+        patch.setattr(portrait, "FAIR_DROP", 1000.0)
+        portrait.draw_portrait(plain, rgb, mesh.points)
+    luma = np.array([0.299, 0.587, 0.114])
+    return drawn, plain, drawn @ luma - plain @ luma
+
+
+def test_a_blonde_s_crown_loses_its_dark_blot(models: tuple[FaceDetector, FaceLandmarker], shared_photos: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blonde's hair is left to the style, which paints the photo's darker roots at the parting as a brown blot
+    (what raters named first on face_1 and face_2, every round): such a blot painted on the "stylized" picture at
+    face_2's parting is lifted to her hair's colour, above the brows only. (face_1 is not here: her hair is 23.6
+    CIELAB from her skin with the pipeline's mesh, just inside the 25 that leaves fair hair to the style, and just
+    outside it with the mesh found on the photo alone, where her hair is drawn as dark hair is.)"""
+    with Image.open(shared_photos / "face_2.jpg") as photo:
+        rgb = np.asarray(photo.convert("RGB"))
+    mesh, stylized, blot = _blotted(models, rgb)
+    drawn, plain, lifted = _crown_lift(rgb, mesh, stylized, monkeypatch)
+    assert float(np.median(lifted[blot])) > 40, np.median(lifted[blot])
+    brows = int(mesh.points[[70, 300, 105, 334], 1].min())
+    assert np.array_equal(drawn[brows:], plain[brows:]), "the crown's lift reached below the brows"
+
+
+def test_fair_but_darker_hair_keeps_its_dark_marks(models: tuple[FaceDetector, FaceLandmarker], shared_photos: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hair as near the skin's colour but darker than ``FAIR_MIN_L`` keeps what the style drew: there the dark marks
+    are the drawing (face_4's brown spikes: L* 50 against his skin's 73, 24 CIELAB apart with the pipeline's mesh).
+    face_2's hair (L* 72) with the bound above it is such a head: her blot stays, nothing else changes either."""
+    with Image.open(shared_photos / "face_2.jpg") as photo:
+        rgb = np.asarray(photo.convert("RGB"))
+    mesh, stylized, _ = _blotted(models, rgb)
+    monkeypatch.setattr(portrait, "FAIR_MIN_L", 80.0)
+    drawn, plain, _ = _crown_lift(rgb, mesh, stylized, monkeypatch)
+    assert np.array_equal(drawn, plain)
+
+
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
     style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})  # restyled up to 213 px
     return write_config({"model": {"path": str(style)},
