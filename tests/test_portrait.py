@@ -263,6 +263,57 @@ def test_fair_but_darker_hair_keeps_its_dark_marks(models: tuple[FaceDetector, F
     assert np.array_equal(drawn, plain)
 
 
+def test_hair_and_skin_meet_in_a_crisp_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drawn small and brought up, a selfie's hair and skin met in ramps some 15 px wide with the style's blur between
+    them ("a lopsided, blurry-edged face", face_5): about the face's oval they now meet in a step. Layers as
+    ``_masses`` brings them up: skin fading out and hair fading in over 20 px each, 7 px apart, at the oval's edge;
+    along the row the colour goes from skin to hair within a few pixels and the style's grey never shows. With
+    the edge's ramp at 0.5 (``_steep`` then changes nothing) and no gap filled the same layers make the old ramp.
+    Above the brows nothing changes."""
+    height, width = 400, 460
+    points = np.zeros((portrait.N_POINTS, 2))
+    t = np.linspace(0, 2 * np.pi, len(portrait.FACE_OVAL), endpoint=False) - np.pi / 2  # from the top, clockwise
+    points[list(portrait.FACE_OVAL)] = np.stack([200 + 150 * np.cos(t), 200 + 150 * np.sin(t)], axis=1)
+    points[[70, 300, 105, 334]] = [[140, 120], [260, 120], [150, 115], [250, 115]]  # the brows, above the row
+    x = np.arange(width, dtype=np.float32)[None, :].repeat(height, 0)
+    skin_alpha, hair_alpha = np.clip((353 - x) / 20, 0, 1), np.clip((x - 340) / 20, 0, 1)
+    skin = (np.array([240, 200, 180], np.float32) * skin_alpha[..., None], skin_alpha)
+    hair = (np.array([20, 20, 30], np.float32) * hair_alpha[..., None], hair_alpha)
+    luma = np.array([0.299, 0.587, 0.114])
+    between, crisp = {}, portrait.EDGE_RAMP
+    for ramp in (crisp, 0.5):
+        monkeypatch.setattr(portrait, "EDGE_RAMP", ramp)
+        if ramp == 0.5:  # no gap filled either: the layers as they were laid
+            monkeypatch.setattr(portrait, "GAP_NEAR", 0.0)
+        sheet = portrait.Sheet(np.full((height, width, 3), 128.0, np.float32), (0, 0))
+        cover = portrait._crisp(sheet, hair, skin, points, 100.0)
+        row = sheet.rgb[200, 300:400] @ luma
+        between[ramp] = int(((row > 40) & (row < 190)).sum())
+        if ramp != 0.5:
+            assert not (np.abs(row - 128) < 10).any(), "the style's grey shows between skin and hair"
+            assert cover[200, 360] == pytest.approx(1.0) and cover[200, 320] == 0.0
+            # above the brows the hairline keeps its ramp (drawn crisp it was "a ragged brown fringe", face_6)
+            assert cover[60, 345] == pytest.approx(hair_alpha[60, 345], abs=1e-3)
+    assert between[crisp] <= 3 and between[0.5] >= 10, between
+
+
+@pytest.mark.parametrize(("name", "crisp"), [("face_5", True), ("face_7", False)])
+def test_a_cap_keeps_soft_edges(models: tuple[FaceDetector, FaceLandmarker], shared_photos: Path,
+                                monkeypatch: pytest.MonkeyPatch, name: str, crisp: bool) -> None:
+    """Crisp edges are for hair with strands (face_5's): a cap's brim drawn crisp bared the tan band under it, and a
+    blind rater preferred the soft one on both caps (cmp28). face_7's cap is drawn the same whatever the ramp."""
+    with Image.open(shared_photos / f"{name}.jpg") as photo:
+        rgb = np.asarray(photo.convert("RGB"))
+    mesh = _mesh(models, rgb)
+    drawn, soft = rgb.copy(), rgb.copy()
+    portrait.draw_portrait(drawn, rgb, mesh.points)
+    monkeypatch.setattr(portrait, "EDGE_RAMP", 0.5)
+    monkeypatch.setattr(portrait, "GAP_NEAR", 0.0)
+    monkeypatch.setattr(portrait, "OVAL_BAND", (1.0, 1.0))
+    portrait.draw_portrait(soft, rgb, mesh.points)
+    assert np.array_equal(drawn, soft) != crisp
+
+
 def _config(write_config: Callable[..., Path], folder: Path, random_ir: Path, **image: object) -> Path:
     style = style_with(random_ir, folder, "faces", {"crop_px": 256, "scale": 1.5})  # restyled up to 213 px
     return write_config({"model": {"path": str(style)},

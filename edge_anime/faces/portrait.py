@@ -87,6 +87,11 @@ HAIR_LIKE = 16.0  # CIELAB distance to the hair's colour at which a pixel is hal
 # wall behind black hair differs in L* alone), this darker: hair is shaded over a wide range of L* at one hue, and at
 # 1.5 a blonde's darker roots (L* 30 below the ends) were left to the style's blotch.
 HAIR_DARKER_SPREAD = 4.0
+EDGE_RAMP = 0.06  # a crisp edge (``_crisp``): alpha 0.5 -/+ this brought to 0 and 1
+OVAL_BAND = (0.85, 1.15)  # the band where skin and hair meet: the face's oval scaled by these about its middle
+GAP_NEAR = 0.2  # in that band, what is neither skin nor hair becomes hair within this of it (u) ...
+GAP_SIGMA = 0.15  # ... in the hair's colour carried over at this blur (u)
+CRISP_FADE = 0.3  # the crisp edges fade out over this (u) about the top of the brows: the hairline stays soft
 MASS_UNIT_PX = 40.0  # hair and skin are drawn where the eyes are at most this far apart, then brought up
 # The cel shading of skin and hair follows the photo's light at these scales (u), not its creases and roots: at
 # 0.15 / 0.12 face_3's nasolabial folds and eye bags became shadow bands, face_1's roots a dark blob.
@@ -163,14 +168,15 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     # without glasses, nothing dark around the eyes and brows is a frame to keep: the photo's brows, lashes and lid
     # shadows are painted over whatever their darkness (face_3's black brows stayed beside the drawn ones)
     glasses = _glasses(luma, points - (x0, y0), unit)
-    _masses(sheet, local_photo, points, unit, palette, glasses=glasses)
+    cover = _masses(sheet, local_photo, points, unit, palette, glasses=glasses)
     shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
         part, (photo_part, luma_part) = sheet.around(points[list(upper + lower)], 0.7 * unit, local_photo, luma)
         _eye(part, photo_part, luma_part, points, upper, lower, unit, palette, shut=shut, glasses=glasses)
     for brow in (RIGHT_BROW, LEFT_BROW):
-        part, (luma_part,) = sheet.around(points[[i for pair in brow for i in pair]], 0.5 * unit, luma)
-        _brow(part, luma_part, points, brow, unit, palette, glasses=glasses)
+        part, (luma_part, cover_part) = sheet.around(points[[i for pair in brow for i in pair]], 0.5 * unit, luma,
+                                                     cover)
+        _brow(part, luma_part, points, brow, unit, palette, glasses=glasses, cover=cover_part)
     if glasses:
         for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
             _rim(sheet.around(points[list(upper + lower)], 0.9 * unit)[0], points, upper, lower, unit)
@@ -182,30 +188,117 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
 
 
 def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, palette: Palette, *,
-            glasses: bool) -> None:
+            glasses: bool) -> np.ndarray:
     """The hair and the skin, the large flat areas: drawn where the eyes are at most ``MASS_UNIT_PX`` apart (a
-    selfie's are ~150 px: 5x fewer pixels, 1.3 s -> 0.3 s for an 860 px one), as a layer brought up to the
-    sheet's size and laid over it. The features (eyes, brows, mouth) are then drawn at full size."""
+    selfie's are ~150 px: 5x fewer pixels, 1.3 s -> 0.3 s for an 860 px one), as layers brought up to the
+    sheet's size and laid over it. The features (eyes, brows, mouth) are then drawn at full size. Returns where
+    the hair covers the sheet (0..1), which the brows' erasing leaves alone (``_crisp``)."""
+    cover = np.zeros((sheet.height, sheet.width), np.float32)
     scale = min(1.0, MASS_UNIT_PX / unit)
     if scale >= 1.0:
         lab = _lab(photo)
         _hair(sheet, photo, lab, points, unit, palette)
         _skin(sheet, lab, points, unit, palette, glasses=glasses)
-        return
+        return cover
     size = (max(1, round(sheet.width * scale)), max(1, round(sheet.height * scale)))
     small_photo = np.asarray(Image.fromarray(np.ascontiguousarray(photo)).resize(size, Image.Resampling.BOX))
     base = np.stack([_resize_f(sheet.rgb[..., c], size) for c in range(3)], axis=-1)
-    layer = Sheet(base, (0, 0), layered=True)
-    layer.origin = sheet.origin * scale
+    hair, skin = Sheet(base, (0, 0), layered=True), Sheet(base, (0, 0), layered=True)
+    hair.origin = skin.origin = sheet.origin * scale
     small_points, small_unit = points * scale, unit * scale
     lab = _lab(small_photo)
-    _hair(layer, small_photo, lab, small_points, small_unit, palette)
-    _skin(layer, lab, small_points, small_unit, palette, glasses=glasses)
-    assert layer.colour is not None and layer.alpha is not None
+    strands = _hair(hair, small_photo, lab, small_points, small_unit, palette)
+    _skin(skin, lab, small_points, small_unit, palette, glasses=glasses, beside=hair.alpha if strands else None)
     full = (sheet.width, sheet.height)
-    colour = np.stack([_resize_f(layer.colour[..., c], full) for c in range(3)], axis=-1)
-    alpha = np.clip(_resize_f(layer.alpha, full), 0, 1)[..., None]
-    sheet.rgb = sheet.rgb * (1 - alpha) + colour
+    if not strands:  # soft edges, as drawn: a cap's brim drawn crisp bared the tan band under it (cmp28)
+        colour, alpha = _brought_up(_over(hair, skin), full)
+        sheet.rgb = sheet.rgb * (1 - alpha[..., None]) + colour
+        return cover
+    return _crisp(sheet, _brought_up((hair.colour, hair.alpha), full), _brought_up((skin.colour, skin.alpha), full),
+                  points, unit)
+
+
+Layer = tuple[np.ndarray | None, np.ndarray | None]  # premultiplied colour (H x W x 3) and alpha (H x W)
+
+
+def _over(bottom: Sheet, top: Sheet) -> Layer:
+    """Two layers as one: ``top`` over ``bottom`` (premultiplied), what painting both on one layer would give."""
+    assert bottom.colour is not None and bottom.alpha is not None and top.colour is not None and top.alpha is not None
+    return bottom.colour * (1 - top.alpha[..., None]) + top.colour, bottom.alpha * (1 - top.alpha) + top.alpha
+
+
+def _brought_up(layer: Layer, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A small layer brought up to ``size`` (bilinear): its colour (premultiplied) and its alpha."""
+    colour, alpha = layer
+    assert colour is not None and alpha is not None
+    return (np.stack([_resize_f(colour[..., c], size) for c in range(3)], axis=-1),
+            np.clip(_resize_f(alpha, size), 0, 1))
+
+
+def _steep(alpha: np.ndarray) -> np.ndarray:
+    """An alpha's edge made crisp: 0 below 0.5 - ``EDGE_RAMP``, 1 above 0.5 + ``EDGE_RAMP``."""
+    return np.asarray(np.clip((alpha - 0.5) / (2 * EDGE_RAMP) + 0.5, 0, 1), np.float32)
+
+
+def _crisp(sheet: Sheet, hair: tuple[np.ndarray, np.ndarray], skin: tuple[np.ndarray, np.ndarray],
+           points: np.ndarray, unit: float) -> np.ndarray:
+    """Hair and skin laid over the sheet with crisp edges where they meet, as anime draws hair over a face. Drawn
+    small and brought up, their edges were ramps some 15 px wide on a selfie with the style's blur between them:
+    "the hair cuts into the face, a lopsided, blurry-edged face shape" (face_5, every round), "the face-to-hair
+    boundary soft and blurry" (face_6). From the brows down (``CRISP_FADE``) the hair's edge is made crisp
+    (``_steep``); in a band about the face's oval (``OVAL_BAND``) the skin's is too, and what is neither skin nor
+    hair there becomes hair where hair is near (``GAP_NEAR``, in the hair's colour carried over at ``GAP_SIGMA``).
+    Inside the band the skin keeps its soft paint: steepened there, it bared the photo's dark eye corners as dots
+    (face_3). Above the brows nothing changes: the hairline drawn crisp was "a ragged brown fringe" to two raters
+    (face_6). The skin's own drawing keeps off this hair (``_skin``'s ``beside``). Returns the hair's cover."""
+    (hair_colour, hair_alpha), (skin_colour, skin_alpha) = hair, skin
+    ring = points[list(FACE_OVAL)].astype(np.float64)
+    middle = ring.mean(axis=0)
+    core, outer = (sheet.mask(polygons=(middle + (ring - middle) * k,), blur_px=0.05 * unit) for k in OVAL_BAND)
+    # not across the top of the head: there the hairline drawn crisp came out a ragged brown fringe (face_6, two
+    # raters); from the brows down the sides and the jaw (what face_3 and face_5 gained) it is crisp
+    up = _up(points)
+    brows = float(np.max(points[[70, 300, 105, 334]] @ up))  # the highest brow point, along up
+    yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float32)
+    height = (xx + sheet.origin[0]) * up[0] + (yy + sheet.origin[1]) * up[1] - brows
+    sides = np.clip(0.5 - height / (CRISP_FADE * unit), 0, 1).astype(np.float32)
+    band = outer * (1 - core) * sides
+    cover = hair_alpha + (_steep(hair_alpha) - hair_alpha) * sides
+    hair_colour = _unpremultiplied(hair_colour, hair_alpha) * cover[..., None]
+    skin_cover = skin_alpha + (_steep(skin_alpha) - skin_alpha) * np.maximum(cover, outer) * (1 - core) * sides
+    near, carried = _reach(cover, hair_colour, unit)
+    gap = band * _steep(near) * (1 - _steep(skin_alpha)) * (1 - cover)
+    hair_colour = hair_colour + carried * gap[..., None]
+    cover = np.asarray(cover + gap, np.float32)
+    skin_colour = _unpremultiplied(skin_colour, skin_alpha) * skin_cover[..., None]
+    sheet.rgb = (sheet.rgb * (1 - cover[..., None]) + hair_colour) * (1 - skin_cover[..., None]) + skin_colour
+    return cover
+
+
+def _reach(cover: np.ndarray, colour: np.ndarray, unit: float) -> tuple[np.ndarray, np.ndarray]:
+    """Where the hair is within ``GAP_NEAR`` (0..1, 0.5 at that distance) and the hair's colour carried there (its
+    colour blurred at ``GAP_SIGMA``, over its cover). Both are smooth, so they are computed at the layers' own
+    scale (``MASS_UNIT_PX`` between the eyes) and brought up: at the sheet's size their five blurs were a third of
+    a selfie's portrait. Near is a blur of the cover at half the reach, times 20: a half plane's blur is 1/40 two
+    sigmas out (Pillow's MaxFilter of that size took 1.7 s)."""
+    height, width = cover.shape
+    step = max(1, int(unit // MASS_UNIT_PX))
+    small = (max(1, width // step), max(1, height // step))
+
+    def shrunk(values: np.ndarray) -> np.ndarray:
+        image = Image.fromarray(np.ascontiguousarray(np.clip(values, 0, 255), np.float32), "F")
+        reduced: np.ndarray = np.clip(np.rint(np.asarray(image.resize(small, Image.Resampling.BOX))), 0, 255)
+        return reduced.astype(np.uint8)
+
+    near = _blur(np.uint8(shrunk((cover > 0.5) * 255.0) > 127) * 255, GAP_NEAR * unit / step / 2) / 255 * 20
+    weight = _blur(shrunk(cover * 255.0), GAP_SIGMA * unit / step) / 255
+    carried = [_blur(shrunk(colour[..., c]), GAP_SIGMA * unit / step) / np.maximum(weight, 1e-3) for c in range(3)]
+    full = (width, height)
+    return _resize_f(np.asarray(near, np.float32), full), np.stack([_resize_f(c, full) for c in carried], axis=-1)
+
+
+def _unpremultiplied(colour: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    return np.asarray(colour / np.maximum(alpha, 1e-4)[..., None], np.float32)
 
 
 def _resize_f(channel: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -385,7 +478,9 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
           ) -> bool:
     """Hair as flowing masses: flat tones (shadow, base, a highlight band) in the picture's own hair colour, and
     strand lines along the hair's flow, where the photo has the colour found above the forehead and at the
-    temples. False (nothing drawn) when no hair is found there: a bald head, or a hat the colour of the skin."""
+    temples. True when it is drawn and the photo shows strands at the crown (``_strandy``): hair whose edges may be
+    drawn crisp. False when nothing is drawn (a bald head, a hat the colour of the skin, fair hair) or what is drawn
+    is a cap."""
     up = _up(points)
     side = np.array([up[1], -up[0]])
     seeds = [points[10] + up * 0.3 * unit, points[10] + up * 0.5 * unit,
@@ -436,11 +531,12 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     grey = _grey(lab, unit)
     sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
     ring = _ring(mask, -along_up, across, unit) * mask
-    if _strandy(lab[..., 0], ring > 0.5, unit):
+    strands = _strandy(lab[..., 0], ring > 0.5, unit)
+    if strands:
         sheet.paint(_greyed(base + (255 - base) * RING_LIGHT, grey), ring)
-    strands = _strands(luma, unit)
-    sheet.paint(_greyed(shadow * 0.55, grey), mask * strands * 0.75)
-    return True
+    lines = _strands(luma, unit)
+    sheet.paint(_greyed(shadow * 0.55, grey), mask * lines * 0.75)
+    return strands
 
 
 def _hue_of(lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -616,7 +712,7 @@ def _stroke(curve: np.ndarray, widths: np.ndarray) -> np.ndarray:
 
 
 def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palette: Palette, *,
-          glasses: bool) -> None:
+          glasses: bool, beside: np.ndarray | None = None) -> None:
     """The skin in flat cel tones (light, base, shadow from the photo's smoothed shading): in the face's oval and
     on the ears, neck and hands near it where the photo is skin (bangs, glasses and dark hair keep the picture's
     own drawing), and below the eyes also over stubble and creases (a painted face with a photo's wrinkles read as
@@ -655,6 +751,8 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # around the eyes and brows all is painted (a glasses' frame kept): the photo's brows and lid creases are dark, so
     # the style's strokes there passed ``kept`` and stayed between the drawn brows and eyes as "ghost marks"
     around = _features(sheet, points, unit) * _frames(sheet, lab[..., 0], glasses, points)
+    if beside is not None:  # not over hair drawn crisp: the eye's ellipse was a pink bump in face_5's temple hair
+        around *= 1 - beside
     sheet.paint(tone, np.maximum(np.maximum(skin * kept, lower_face * not_black), around))
     # the neck, under the chin and about as wide as the jaw's middle: skin in shade there is too dark for the test
     # above (face_1's stayed the style's grey mottle, face_4's photo), so its a*b* are compared with the cheeks'
@@ -694,7 +792,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     beyond = np.rint(jaw + outward * JAW_BEYOND * unit - sheet.origin).astype(int)
     inside = (beyond[:, 0] >= 0) & (beyond[:, 0] < sheet.width) & (beyond[:, 1] >= 0) & (beyond[:, 1] < sheet.height)
     past = np.zeros(len(jaw), np.float32)
-    past[inside] = skin[beyond[inside, 1], beyond[inside, 0]]
+    # nor where hair drawn with a crisp edge (``beside``, ``_crisp``) goes on past it: that edge is the outline there,
+    # and a jaw line a few pixels inside it read as "a stray line down the cheek" (face_6, cmp29)
+    reaches = skin if beside is None else np.maximum(skin, beside)
+    past[inside] = reaches[beyond[inside, 1], beyond[inside, 0]]
     widths *= np.where((np.abs(t - 0.5) > 0.15) & (past > 0.5), 0.0, 1.0)
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
 
@@ -888,15 +989,17 @@ def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
 
 
 def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,
-          palette: Palette, *, glasses: bool) -> None:
+          palette: Palette, *, glasses: bool, cover: np.ndarray) -> None:
     """A thin tapered brow a little above the photo's, which is painted over with the skin. The band painted over
     reaches well below the mesh's brow (``BROW_ERASE``): at 1.6 its height a rater saw "faint photo eyebrows behind
-    the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays."""
+    the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays, and so does hair
+    drawn crisp over the brow's tail (``cover``; painted over, it was a soft skin-coloured glow in the hair)."""
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
     frames = _frames(sheet, luma, glasses, points)
     band = _brow_band(points, pairs)
-    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames)
+    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames
+                * (1 - cover))
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)
     t = np.linspace(0, 1, len(curve))  # 0 at the tail (outer), 1 at the inner end
