@@ -274,7 +274,8 @@ def test_hair_and_skin_meet_in_a_crisp_edge(monkeypatch: pytest.MonkeyPatch) -> 
     points = np.zeros((portrait.N_POINTS, 2))
     t = np.linspace(0, 2 * np.pi, len(portrait.FACE_OVAL), endpoint=False) - np.pi / 2  # from the top, clockwise
     points[list(portrait.FACE_OVAL)] = np.stack([200 + 150 * np.cos(t), 200 + 150 * np.sin(t)], axis=1)
-    points[[70, 300, 105, 334]] = [[140, 120], [260, 120], [150, 115], [250, 115]]  # the brows, above the row
+    brows = [i for pair in portrait.RIGHT_BROW + portrait.LEFT_BROW for i in pair]
+    points[brows] = np.stack([np.linspace(140, 260, len(brows)), np.full(len(brows), 120.0)], axis=1)  # above the row
     x = np.arange(width, dtype=np.float32)[None, :].repeat(height, 0)
     skin_alpha, hair_alpha = np.clip((353 - x) / 20, 0, 1), np.clip((x - 340) / 20, 0, 1)
     skin = (np.array([240, 200, 180], np.float32) * skin_alpha[..., None], skin_alpha)

@@ -258,10 +258,9 @@ def _crisp(sheet: Sheet, hair: tuple[np.ndarray, np.ndarray], skin: tuple[np.nda
     # not across the top of the head: there the hairline drawn crisp came out a ragged brown fringe (face_6, two
     # raters); from the brows down the sides and the jaw (what face_3 and face_5 gained) it is crisp
     up = _up(points)
-    brows = float(np.max(points[[70, 300, 105, 334]] @ up))  # the highest brow point, along up
-    yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float32)
-    height = (xx + sheet.origin[0]) * up[0] + (yy + sheet.origin[1]) * up[1] - brows
-    sides = np.clip(0.5 - height / (CRISP_FADE * unit), 0, 1).astype(np.float32)
+    brows = points[[i for pair in RIGHT_BROW + LEFT_BROW for i in pair]]
+    top = brows[int(np.argmax(brows @ up))]  # the highest brow point
+    sides = np.clip(0.5 - sheet.along(top, up) / (CRISP_FADE * unit), 0, 1).astype(np.float32)
     band = outer * (1 - core) * sides
     cover = hair_alpha + (_steep(hair_alpha) - hair_alpha) * sides
     hair_colour = _unpremultiplied(hair_colour, hair_alpha) * cover[..., None]
@@ -354,6 +353,14 @@ class Sheet:
             small = small.filter(ImageFilter.GaussianBlur(blur_px))
         out[y0:y1, x0:x1] = np.asarray(small, np.float32) / 255.0
         return out
+
+    def along(self, point: np.ndarray, direction: np.ndarray) -> np.ndarray:
+        """Each pixel's offset from ``point`` (canvas px) along ``direction`` (a unit vector): how far up the face,
+        below the eyes or above the brows a pixel lies."""
+        yy, xx = np.mgrid[0:self.height, 0:self.width].astype(np.float32)
+        offset: np.ndarray = ((xx + self.origin[0] - point[0]) * direction[0]
+                              + (yy + self.origin[1] - point[1]) * direction[1])
+        return offset
 
     def around(self, pts: np.ndarray, margin: float, *aligned: np.ndarray) -> tuple[Sheet, tuple[np.ndarray, ...]]:
         """The part of this sheet within ``margin`` of ``pts`` (canvas px), as a sheet that paints into this one (a
@@ -739,8 +746,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     tone = palette.skin + (palette.shadow - palette.skin) * dark[..., None]
     tone = tone + (palette.light - tone) * (0.35 * bright)[..., None]  # shine on a forehead read as a white blotch
     eyes = (_centre(points, RIGHT_EYE_UPPER) + _centre(points, LEFT_EYE_UPPER)) / 2
-    yy, xx = np.mgrid[0:sheet.height, 0:sheet.width].astype(np.float32)
-    down = -((xx + sheet.origin[0] - eyes[0]) * up[0] + (yy + sheet.origin[1] - eyes[1]) * up[1])
+    down = -sheet.along(eyes, up)
     lower_face = np.clip(down / (0.3 * unit), 0, 1) * sheet.mask(polygons=(centre + (ring - centre) * 0.9,),
                                                                  blur_px=0.05 * unit)
     not_black = np.clip((lab[..., 0] - 14.0) / 6.0, 0, 1)  # glasses' frames stay; jaw shadows and stubble go
