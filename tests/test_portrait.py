@@ -44,6 +44,12 @@ def _mesh(models: tuple[FaceDetector, FaceLandmarker], rgb: np.ndarray) -> FaceM
     return mesh
 
 
+def _shared(shared_photos: Path, name: str) -> np.ndarray:
+    """A photo of ../shared/photos as RGB."""
+    with Image.open(shared_photos / f"{name}.jpg") as photo:
+        return np.asarray(photo.convert("RGB"))
+
+
 def _near(rgb: np.ndarray, colour: np.ndarray, tolerance: float) -> int:
     return int((np.abs(rgb.astype(np.float32) - colour).max(axis=2) <= tolerance).sum())
 
@@ -137,8 +143,7 @@ def test_glasses_are_told_from_dark_brows(models: tuple[FaceDetector, FaceLandma
                                           name: str, wears: bool) -> None:
     """A frame near the eyes is kept and a bare face's dark brows, lashes and lid shadows are painted over, so the
     drawing must tell them apart: face_7's browline frame from face_3's black brows over deep-set eyes."""
-    with Image.open(shared_photos / f"{name}.jpg") as photo:
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, name)
     mesh = _mesh(models, rgb)
     luma = np.asarray(Image.fromarray(rgb).convert("L"), np.float32) * (100 / 255)
     unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
@@ -189,8 +194,7 @@ def test_hair_gets_the_crown_s_highlight_and_a_cap_does_not(models: tuple[FaceDe
     """A cap is found as hair by its colour; the ring's teeth across one read as "a glitch" to a blind rater (face_7),
     so it goes only where the photo shows strands. The reference is the same drawing with the ring's lightening at
     zero: what differs is the ring."""
-    with Image.open(shared_photos / f"{name}.jpg") as photo:
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, name)
     mesh = _mesh(models, rgb)
     drawn = rgb.copy()
     portrait.draw_portrait(drawn, rgb, mesh.points)
@@ -241,8 +245,7 @@ def test_a_blonde_s_crown_loses_its_dark_blot(models: tuple[FaceDetector, FaceLa
     face_2's parting is lifted to her hair's colour, above the brows only. (face_1 is not here: her hair is 23.6
     CIELAB from her skin with the pipeline's mesh, just inside the 25 that leaves fair hair to the style, and just
     outside it with the mesh found on the photo alone, where her hair is drawn as dark hair is.)"""
-    with Image.open(shared_photos / "face_2.jpg") as photo:
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, "face_2")
     mesh, stylized, blot = _blotted(models, rgb)
     drawn, plain, lifted = _crown_lift(rgb, mesh, stylized, monkeypatch)
     assert float(np.median(lifted[blot])) > 40, np.median(lifted[blot])
@@ -255,8 +258,7 @@ def test_fair_but_darker_hair_keeps_its_dark_marks(models: tuple[FaceDetector, F
     """Hair as near the skin's colour but darker than ``FAIR_MIN_L`` keeps what the style drew: there the dark marks
     are the drawing (face_4's brown spikes: L* 50 against his skin's 73, 24 CIELAB apart with the pipeline's mesh).
     face_2's hair (L* 72) with the bound above it is such a head: her blot stays, nothing else changes either."""
-    with Image.open(shared_photos / "face_2.jpg") as photo:
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, "face_2")
     mesh, stylized, _ = _blotted(models, rgb)
     monkeypatch.setattr(portrait, "FAIR_MIN_L", 80.0)
     drawn, plain, _ = _crown_lift(rgb, mesh, stylized, monkeypatch)
@@ -303,8 +305,7 @@ def test_a_cap_keeps_soft_edges(models: tuple[FaceDetector, FaceLandmarker], sha
                                 monkeypatch: pytest.MonkeyPatch, name: str, crisp: bool) -> None:
     """Crisp edges are for hair with strands (face_5's): a cap's brim drawn crisp bared the tan band under it, and a
     blind rater preferred the soft one on both caps (cmp28). face_7's cap is drawn the same whatever the ramp."""
-    with Image.open(shared_photos / f"{name}.jpg") as photo:
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, name)
     mesh = _mesh(models, rgb)
     drawn, soft = rgb.copy(), rgb.copy()
     portrait.draw_portrait(drawn, rgb, mesh.points)
@@ -424,8 +425,7 @@ def test_a_face_the_mesh_does_not_see_is_only_restyled(write_config: Callable[..
 
 def test_a_grin_is_drawn_with_shut_eyes_and_an_open_mouth(models: tuple[FaceDetector, FaceLandmarker],
                                                           shared_photos: Path) -> None:
-    with Image.open(shared_photos / "face_4.jpg") as photo:  # a wide grin, eyes narrowed by it
-        rgb = np.asarray(photo.convert("RGB"))
+    rgb = _shared(shared_photos, "face_4")  # a wide grin, eyes narrowed by it
     mesh = _mesh(models, rgb)
     assert portrait._expression(mesh.points) == (True, True)  # open, smiling
     canvas = np.full_like(rgb, 128)
