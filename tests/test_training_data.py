@@ -105,3 +105,54 @@ def test_collect_fetches_the_allow_list(tmp_path: Path) -> None:
     assert img.dtype == np.uint8 and max(img.shape[:2]) == 512
     # a second call uses the cache (no network): same list
     assert [s.name for s in sources.collect(tmp_path)] == [s.name for s in train]
+
+
+def test_illustration_patches_are_opaque_crops_only() -> None:
+    """A sprite's patch never reaches its transparent surround (painted magenta here, so a leak shows)."""
+    from training import illustrations
+
+    rgb = np.zeros((200, 120, 3), np.uint8)
+    rgb[...] = (255, 0, 255)
+    rgb[40:180, 20:100] = (30, 160, 90)
+    opaque = np.zeros((200, 120), bool)
+    opaque[40:180, 20:100] = True
+    sprite = illustrations.Illustration("sprite", rgb, opaque, "test")
+    batches = illustrations.patches([sprite], crop_px=32, batch=6, seed=1)
+    for _ in range(5):
+        batch = next(batches)
+        assert batch.shape == (6, 32, 32, 3) and batch.dtype == np.uint8
+        assert not (batch == (255, 0, 255)).all(axis=-1).any()
+    again = illustrations.patches([sprite], crop_px=32, batch=6, seed=1)
+    assert np.array_equal(next(again), next(illustrations.patches([sprite], crop_px=32, batch=6, seed=1)))
+
+
+def test_illustrations_are_mit_with_their_sums() -> None:
+    from training import illustrations
+
+    assert illustrations.LICENCE == "MIT"
+    assert len(illustrations._ENTRIES) >= 20
+    for name, (deb, inner, sha16) in illustrations._ENTRIES.items():
+        assert deb in illustrations._DEBS and len(sha16) == 16 and inner.startswith("usr/share/games/renpy/"), name
+
+
+@pytest.mark.slow
+def test_illustrations_fetch_and_load(tmp_path: Path) -> None:
+    """The Ren'Py packages come from the Debian archive (skipped where it or apt-get is not reachable)."""
+    from training import illustrations
+
+    for tool in ("apt-get", "dpkg-deb"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is missing: the Debian packages cannot be fetched here")
+    try:
+        pictures = illustrations.collect(tmp_path, long_side=640)
+    except RuntimeError as e:
+        if "apt-get" in str(e) and ("update" in str(e) or "download" in str(e)):
+            pytest.skip(f"the Debian archive is not reachable: {e}")
+        raise
+    assert len(pictures) == len(illustrations._ENTRIES)
+    assert all(max(p.rgb.shape[:2]) <= 640 and p.opaque.shape == p.rgb.shape[:2] for p in pictures)
+    backgrounds = [p for p in pictures if "/bg-" in p.name]
+    assert len(backgrounds) == 4 and all(p.opaque.all() for p in backgrounds)
+    assert all(0.05 < p.opaque.mean() < 1.0 for p in pictures if "sylvie" in p.name)
+    batch = next(illustrations.patches(pictures, crop_px=64, batch=3, seed=0))
+    assert batch.shape == (3, 64, 64, 3)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,53 @@ def test_adversarial_term_is_checkpointed_and_resumed(tmp_path: Path) -> None:
     after = torch.load(workdir / "ckpt.pt", weights_only=True)
     assert int(after["step"]) == 5
     assert any(not torch.equal(disc_before[k], v) for k, v in after["disc"].items()), "the discriminator trained on"
+
+
+def test_anime_critic_is_checkpointed_and_resumed(tmp_path: Path) -> None:
+    """The anime critic (issue 41) lives in ckpt.pt beside the generator and a resume trains it on."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("skimage")
+    import numpy as np
+
+    from training.data import load_or_build_pool
+    from training.train_toon import train
+
+    pool = tmp_path / "pool.npz"
+    load_or_build_pool(pool, seed=7, names=["chelsea"], long_sides_px=(64,), jitters=1)
+
+    def drawn() -> Iterator[np.ndarray]:  # flat fills with one clean line: what the illustrations look like
+        rng = np.random.default_rng(3)
+        while True:
+            batch = np.repeat(rng.integers(0, 256, (1, 1, 1, 3), dtype=np.uint8), 32, axis=1).repeat(32, axis=2)
+            batch[:, 15:17] = 20
+            yield batch
+
+    workdir = tmp_path / "run"
+    kwargs: dict[str, object] = dict(workdir=workdir, budget_min=5.0, crop_px=32, batch=1, lr=1e-4, seed=7,
+                                     threads=1, ckpt_every=3, preview_every=0, pool_cache=pool, out=None,
+                                     warmup_steps=1, precision="f32", anime_weight=0.1)
+    with pytest.raises(ValueError, match="drawn"):
+        train(steps=3, **kwargs)  # type: ignore[arg-type]
+    train(steps=3, drawn=drawn(), **kwargs)  # type: ignore[arg-type]
+    state = torch.load(workdir / "ckpt.pt", weights_only=True)
+    assert {"model", "opt", "anime", "anime_opt"} <= set(state) and "disc" not in state
+    before = {k: v.clone() for k, v in state["anime"].items()}
+    train(steps=5, drawn=drawn(), **kwargs)  # type: ignore[arg-type]
+    assert "resumed at step 3" in (workdir / "train.log").read_text()
+    after = torch.load(workdir / "ckpt.pt", weights_only=True)
+    assert int(after["step"]) == 5
+    assert any(not torch.equal(before[k], v) for k, v in after["anime"].items()), "the critic trained on"
+
+
+def test_softened_illustration_loses_its_edges_only() -> None:
+    """The critic's negative example: a flat fill stays as it is, a hard edge is spread over a few pixels."""
+    torch = pytest.importorskip("torch")
+    from training.train_toon import luma, softened
+
+    flat = torch.full((1, 3, 16, 16), 0.25)
+    assert torch.allclose(softened(flat), flat, atol=1e-6)
+    edge = torch.zeros((1, 3, 16, 16))
+    edge[..., 8:] = 1.0
+    step = lambda t: float((t[..., 1:] - t[..., :-1]).abs().max())  # noqa: E731
+    assert step(edge) == 1.0 and step(softened(edge)) < 0.4
+    assert torch.allclose(luma(torch.ones((1, 3, 2, 2))), torch.ones((1, 1, 2, 2)))

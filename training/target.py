@@ -92,8 +92,9 @@ TOON2 = replace(TOON, bilateral_passes=4, edge_after_passes=2, flow_lines=True, 
                 line_softness=0.9, strong_threshold=2.4, min_line_area_px=20, foliage_suppress=0.9,
                 flatten=0.7, flatten_texture_l=4.0, local_contrast=0.5, work_long_side_px=640)
 TOON_V1 = TOON
-# toon3 trains toward the same target as toon2 (training/train_style.TOON3_PHASES: a longer, more adversarial run)
-STYLES: dict[str, ToonParams] = {"toon": TOON, "cel": CEL, "toon2": TOON2, "toon3": TOON2}
+# toon3 trains toward the same target as toon2 (training/train_style.TOON3_PHASES: a longer, more adversarial run);
+# toon4 too, from toon3 with the anime critic beside it (TOON4_PHASES)
+STYLES: dict[str, ToonParams] = {"toon": TOON, "cel": CEL, "toon2": TOON2, "toon3": TOON2, "toon4": TOON2}
 
 DEFAULT_PARAMS = ToonParams()
 

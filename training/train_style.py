@@ -52,6 +52,7 @@ class Phase:
     budget_min: float
     grad_weight: float = 0.5  # L1 of image gradients; the last phase raises it against the blur L1 settles for
     adv_weight: float = 0.0  # the conditional PatchGAN term (train_toon.PatchDiscriminator); 0: plain L1
+    anime_weight: float = 0.0  # the anime critic's term (train_toon.AnimeCritic, training/illustrations.py)
 
 
 PHASES = (
@@ -78,10 +79,17 @@ TOON3_PHASES = (
     Phase("large", "full", steps=500, crop_px=256, batch=2, lr=5e-5, warmup=20, budget_min=20.0, grad_weight=1.5,
           adv_weight=0.06),
 )
+# toon4 (issue 41): the shipped toon (toon3) trained on with the anime critic beside its L1 and conditional
+# critic: the first term in any style's loss that has seen drawing rather than a filter of the photo.
+TOON4_PHASES = (
+    Phase("anime", "full", steps=3000, crop_px=128, batch=4, lr=8e-5, warmup=50, budget_min=70.0,
+          grad_weight=1.0, adv_weight=0.06, anime_weight=0.1),
+)
 SHIPPED_TOON = Path(__file__).resolve().parent / "checkpoints" / "toon.pt"
 TOON2_WIP = Path(__file__).resolve().parent / "checkpoints" / "toon2_wip.pt"
 STYLE_PHASES: dict[str, tuple[tuple[Phase, ...], Path]] = {"toon2": (TOON2_PHASES, SHIPPED_TOON),
-                                                         "toon3": (TOON3_PHASES, TOON2_WIP)}
+                                                         "toon3": (TOON3_PHASES, TOON2_WIP),
+                                                         "toon4": (TOON4_PHASES, SHIPPED_TOON)}
 
 
 def extra_photos(cache_dir: Path, *, seed: int) -> list[tuple[str, NDArray[np.uint8]]]:
@@ -120,11 +128,17 @@ def run(style: str, *, workdir: Path, seed: int, threads: int, sources_cache: Pa
             if phase.pool == "full" and not (workdir / "pool_full.npz").exists():
                 kwargs |= {"long_sides_px": FULL_LONG_SIDES_PX, "jitters": 2, "scene_jitters": 0,
                            "extra": extra_photos(sources_cache, seed=seed)}
+            drawn = None
+            if phase.anime_weight > 0:
+                from training import illustrations
+                drawn = illustrations.patches(illustrations.collect(sources_cache), crop_px=phase.crop_px,
+                                              batch=phase.batch, seed=seed)
             train(workdir=folder, steps=max(1, round(phase.steps * scale)), budget_min=phase.budget_min * scale,
                   crop_px=phase.crop_px, batch=phase.batch, lr=phase.lr, seed=seed, threads=threads,
                   ckpt_every=50, preview_every=200, pool_cache=workdir / f"pool_{phase.pool}.npz", out=None,
                   resume=True, pool_kwargs=kwargs, warmup_steps=phase.warmup, init_from=previous,
-                  grad_weight=phase.grad_weight, adv_weight=phase.adv_weight)
+                  grad_weight=phase.grad_weight, adv_weight=phase.adv_weight, anime_weight=phase.anime_weight,
+                  drawn=drawn)
         previous = folder / "ckpt.pt"
     out = workdir / f"{style}.pt"
     if not out.exists():

@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +90,12 @@ class PatchDiscriminator(torch.nn.Module):
     layer keeps it Lipschitz, so a small weight beside L1 trains stably on CPU with batch 4.
     """
 
-    def __init__(self, channels: int = 32) -> None:
+    def __init__(self, channels: int = 32, in_channels: int = 6) -> None:
         super().__init__()
         sn = torch.nn.utils.parametrizations.spectral_norm
         c = channels
         self.net = torch.nn.Sequential(
-            sn(torch.nn.Conv2d(6, c, 4, stride=2, padding=1)), torch.nn.LeakyReLU(0.2),
+            sn(torch.nn.Conv2d(in_channels, c, 4, stride=2, padding=1)), torch.nn.LeakyReLU(0.2),
             sn(torch.nn.Conv2d(c, 2 * c, 4, stride=2, padding=1)), torch.nn.LeakyReLU(0.2),
             sn(torch.nn.Conv2d(2 * c, 4 * c, 4, stride=1, padding=1)), torch.nn.LeakyReLU(0.2),
             sn(torch.nn.Conv2d(4 * c, 1, 4, stride=1, padding=1)),
@@ -114,6 +115,46 @@ def disc_loss(disc: PatchDiscriminator, photo: torch.Tensor, target: torch.Tenso
 def adv_loss(disc: PatchDiscriminator, photo: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
     """The generator's hinge term: raise the discriminator's score of its picture."""
     return -disc(photo, pred).float().mean()
+
+
+class AnimeCritic(torch.nn.Module):
+    """An unconditional critic: is this patch drawn (training/illustrations.py) or the generator's? (issue 41)
+
+    Why: the conditional critic above only knows the target, a filter of the photo, and raters called what it
+    taught "a sharper painted photo". This one has seen an animator's drawing. It sees luma only, as AnimeGAN's
+    gray style loss does: twenty pictures of a few characters would otherwise teach it their palette (blue
+    jackets, green dresses) and pull every photo's colours there, while what tells drawing from a photo is in
+    the luma (flat fills, clean lines, no grain). As in AnimeGAN, the illustrations blurred are shown to it as
+    not drawn, so a soft edge is what it learns to catch.
+    """
+
+    def __init__(self, channels: int = 32) -> None:
+        super().__init__()
+        self.net = PatchDiscriminator(channels, in_channels=1).net
+
+    def forward(self, picture: torch.Tensor) -> torch.Tensor:
+        return self.net(luma(picture))
+
+
+def luma(picture: torch.Tensor) -> torch.Tensor:
+    """[B, 3, H, W] -> [B, 1, H, W], Rec. 601 weights (the runtime's ``LUMA``)."""
+    weights = torch.tensor([0.299, 0.587, 0.114], dtype=picture.dtype).view(1, 3, 1, 1)
+    return (picture * weights).sum(dim=1, keepdim=True)
+
+
+def softened(picture: torch.Tensor) -> torch.Tensor:
+    """A 5x5 binomial blur: an illustration with its edges gone soft, AnimeGAN's "smoothed anime" negative."""
+    k = torch.tensor([1.0, 4.0, 6.0, 4.0, 1.0], dtype=picture.dtype)
+    kernel = (k[:, None] * k[None, :] / 256.0).expand(picture.shape[1], 1, 5, 5)
+    return F.conv2d(F.pad(picture, (2, 2, 2, 2), mode="reflect"), kernel, groups=picture.shape[1])
+
+
+def anime_critic_loss(critic: AnimeCritic, drawn: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+    """Hinge loss: illustrations score >= 1; the generator's pictures and the softened illustrations <= -1."""
+    real = critic(drawn)
+    fake = critic(pred.detach())
+    soft = critic(softened(drawn))
+    return F.relu(1.0 - real).mean() + 0.5 * (F.relu(1.0 + fake).mean() + F.relu(1.0 + soft).mean())
 
 
 def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0, warmup: int = WARMUP_STEPS) -> float:
@@ -160,7 +201,8 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
           out: Path | None, resume: bool = True, pool_kwargs: dict[str, object] | None = None,
           init: str = "passthrough", warmup_steps: int = WARMUP_STEPS, precision: str = "auto",
           ink_weight: float = INK_WEIGHT, init_from: Path | None = None,
-          grad_weight: float = GRAD_LOSS_WEIGHT, adv_weight: float = 0.0) -> dict[str, float]:
+          grad_weight: float = GRAD_LOSS_WEIGHT, adv_weight: float = 0.0, anime_weight: float = 0.0,
+          drawn: Iterator[np.ndarray] | None = None) -> dict[str, float]:
     """Run (or resume) a training run; returns the final figures also written to ``workdir/summary.json``.
 
     ``precision``: "bf16" trains under CPU autocast with channels-last tensors (weights and optimizer stay
@@ -172,7 +214,11 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
     L1 and gradient loss, ramped up over ``ADV_RAMP_STEPS``; the discriminator and its optimizer are saved
     in ckpt.pt with the generator (a resume continues them), and taken from ``init_from`` when it has one.
     0 (the default) trains exactly as before.
+    ``anime_weight``: > 0 adds the unconditional ``AnimeCritic`` term, its real examples the u8 batches of
+    ``drawn`` (training/illustrations.py), ramped and saved like the conditional one (ckpt.pt's "anime").
     """
+    if anime_weight > 0 and drawn is None:
+        raise ValueError("anime_weight > 0 needs drawn: batches of illustrations (training/illustrations.py)")
     torch.set_num_threads(threads)
     bf16 = precision == "bf16" or (precision == "auto" and cpu_has_bf16())
     memory_format = torch.channels_last if bf16 else torch.contiguous_format
@@ -185,6 +231,7 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
               f"precision {'bf16 autocast, channels-last' if bf16 else 'f32'}; ink weight {ink_weight}\n")
     model = Generator(upsample_align=True)
     disc = PatchDiscriminator() if adv_weight > 0 else None
+    critic = AnimeCritic() if anime_weight > 0 else None
     if init_from is not None:
         state = torch.load(init_from, weights_only=True)
         model.load_state_dict({k: v.float() for k, v in state.get("model", state).items()}, strict=True)
@@ -192,6 +239,9 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         if disc is not None and "disc" in state:
             disc.load_state_dict(state["disc"])
             log.write(f"discriminator from {init_from}\n")
+        if critic is not None and "anime" in state:
+            critic.load_state_dict(state["anime"])
+            log.write(f"anime critic from {init_from}\n")
     elif init == "passthrough":
         calib_x, _ = next(batches(pool, crop_px=crop_px, batch=8, seed=seed + 20_000))
         passthrough_init(model, seed=seed, photos=to_tensor(calib_x))
@@ -199,6 +249,7 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
     disc_opt = torch.optim.Adam(disc.parameters(), lr=DISC_LR, betas=(0.5, 0.99)) if disc is not None else None
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=DISC_LR, betas=(0.5, 0.99)) if critic is not None else None
     step = 0
     ckpt = workdir / "ckpt.pt"
     if resume and ckpt.exists():
@@ -208,6 +259,9 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         if disc is not None and disc_opt is not None and "disc" in state:
             disc.load_state_dict(state["disc"])
             disc_opt.load_state_dict(state["disc_opt"])
+        if critic is not None and critic_opt is not None and "anime" in state:
+            critic.load_state_dict(state["anime"])
+            critic_opt.load_state_dict(state["anime_opt"])
         step = int(state["step"])
         log.write(f"resumed at step {step}\n")
 
@@ -215,6 +269,8 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         out: dict[str, object] = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step}
         if disc is not None and disc_opt is not None:
             out |= {"disc": disc.state_dict(), "disc_opt": disc_opt.state_dict()}
+        if critic is not None and critic_opt is not None:
+            out |= {"anime": critic.state_dict(), "anime_opt": critic_opt.state_dict()}
         return out
 
     data = batches(pool, crop_px=crop_px, batch=batch, seed=seed + step)
@@ -250,6 +306,21 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
                 prm.requires_grad_(True)
             g_adv = float(adv.detach())
             loss = loss + adv_weight * min(1.0, (step + 1) / ADV_RAMP_STEPS) * adv
+        a_loss = g_anime = float("nan")
+        if critic is not None and critic_opt is not None and drawn is not None:
+            pred_f = pred.float()
+            a = anime_critic_loss(critic, to_tensor(next(drawn)), pred_f)
+            critic_opt.zero_grad(set_to_none=True)
+            a.backward()
+            critic_opt.step()
+            a_loss = float(a.detach())
+            for prm in critic.parameters():
+                prm.requires_grad_(False)
+            anime = -critic(pred_f).mean()
+            for prm in critic.parameters():
+                prm.requires_grad_(True)
+            g_anime = float(anime.detach())
+            loss = loss + anime_weight * min(1.0, (step + 1) / ADV_RAMP_STEPS) * anime
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -257,6 +328,7 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         ema_l1 = l1 if math.isnan(ema_l1) else 0.98 * ema_l1 + 0.02 * l1
         if step % 10 == 0:
             adv_text = f" d {d_loss:.3f} g_adv {g_adv:.3f}" if disc is not None else ""
+            adv_text += f" critic {a_loss:.3f} g_anime {g_anime:.3f}" if critic is not None else ""
             log.write(f"step {step} loss {float(loss.detach()):.4f} l1 {l1:.4f} ema_l1 {ema_l1:.4f}{adv_text} "
                       f"lr {opt.param_groups[0]['lr']:.2e} t {time.monotonic() - started:.0f}s\n")
         if step % ckpt_every == 0 or step == steps:
