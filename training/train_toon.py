@@ -17,7 +17,8 @@ import argparse
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +158,26 @@ def anime_critic_loss(critic: AnimeCritic, drawn: torch.Tensor, pred: torch.Tens
     return F.relu(1.0 - real).mean() + 0.5 * (F.relu(1.0 + fake).mean() + F.relu(1.0 + soft).mean())
 
 
+def anime_loss(critic: AnimeCritic, pred: torch.Tensor) -> torch.Tensor:
+    """The generator's hinge term against the anime critic: raise its score of the picture."""
+    return -critic(pred).float().mean()
+
+
+def critic_step(critic: torch.nn.Module, opt: torch.optim.Optimizer, own_loss: torch.Tensor,
+                term: Callable[[], torch.Tensor]) -> tuple[float, torch.Tensor]:
+    """One step of a critic on its own loss, then the generator's term from it computed with the critic frozen,
+    so the generator's step moves the generator only. Returns the critic's loss and that term."""
+    opt.zero_grad(set_to_none=True)
+    own_loss.backward()
+    opt.step()
+    for prm in critic.parameters():
+        prm.requires_grad_(False)
+    out = term()
+    for prm in critic.parameters():
+        prm.requires_grad_(True)
+    return float(own_loss.detach()), out
+
+
 def lr_at(step: int, *, steps: int, peak_lr: float, time_frac: float = 0.0, warmup: int = WARMUP_STEPS) -> float:
     """Linear warm-up, then cosine down to 2% of the peak at ``steps``.
 
@@ -291,36 +312,20 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             pred = model(photo_t.contiguous(memory_format=memory_format))
         loss, l1 = toon_loss(pred, target_t, ink_weight=ink_weight, grad_weight=grad_weight)
-        d_loss = g_adv = float("nan")
+        d_loss = g_adv = a_loss = g_anime = float("nan")
+        ramp = min(1.0, (step + 1) / ADV_RAMP_STEPS)
         if disc is not None and disc_opt is not None:
             pred_f = pred.float()
-            d = disc_loss(disc, photo_t, target_t, pred_f)
-            disc_opt.zero_grad(set_to_none=True)
-            d.backward()
-            disc_opt.step()
-            d_loss = float(d.detach())
-            for prm in disc.parameters():
-                prm.requires_grad_(False)
-            adv = adv_loss(disc, photo_t, pred_f)
-            for prm in disc.parameters():
-                prm.requires_grad_(True)
+            d_loss, adv = critic_step(disc, disc_opt, disc_loss(disc, photo_t, target_t, pred_f),
+                                      partial(adv_loss, disc, photo_t, pred_f))
             g_adv = float(adv.detach())
-            loss = loss + adv_weight * min(1.0, (step + 1) / ADV_RAMP_STEPS) * adv
-        a_loss = g_anime = float("nan")
+            loss = loss + adv_weight * ramp * adv
         if critic is not None and critic_opt is not None and drawn is not None:
             pred_f = pred.float()
-            a = anime_critic_loss(critic, to_tensor(next(drawn)), pred_f)
-            critic_opt.zero_grad(set_to_none=True)
-            a.backward()
-            critic_opt.step()
-            a_loss = float(a.detach())
-            for prm in critic.parameters():
-                prm.requires_grad_(False)
-            anime = -critic(pred_f).mean()
-            for prm in critic.parameters():
-                prm.requires_grad_(True)
+            a_loss, anime = critic_step(critic, critic_opt, anime_critic_loss(critic, to_tensor(next(drawn)), pred_f),
+                                        partial(anime_loss, critic, pred_f))
             g_anime = float(anime.detach())
-            loss = loss + anime_weight * min(1.0, (step + 1) / ADV_RAMP_STEPS) * anime
+            loss = loss + anime_weight * ramp * anime
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
