@@ -156,3 +156,6 @@ def test_illustrations_fetch_and_load(tmp_path: Path) -> None:
     assert all(0.05 < p.opaque.mean() < 1.0 for p in pictures if "sylvie" in p.name)
     batch = next(illustrations.patches(pictures, crop_px=64, batch=3, seed=0))
     assert batch.shape == (3, 64, 64, 3)
+    cel = illustrations.collect(tmp_path, long_side=640, backgrounds=False)  # from the cache: no download
+    assert {p.name for p in cel} == {p.name for p in pictures} - illustrations.BACKGROUNDS
+    assert len(illustrations.BACKGROUNDS) == 4

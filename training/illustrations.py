@@ -59,6 +59,8 @@ _ENTRIES: dict[str, tuple[str, str, str]] = {
     "demo/lucy-mad": ("demo", _D + "lucy mad.png", "6362abbedd4db0fc"),
 }
 
+BACKGROUNDS = frozenset(name for name in _ENTRIES if "/bg-" in name)
+
 
 @dataclass(frozen=True)
 class Illustration:
@@ -70,14 +72,21 @@ class Illustration:
     attribution: str
 
 
-def collect(cache_dir: Path, *, long_side: int = 1280) -> list[Illustration]:
+def collect(cache_dir: Path, *, long_side: int = 1280, backgrounds: bool = True) -> list[Illustration]:
     """Every allow-listed illustration, fetched into ``cache_dir`` once (as training/sources.py fetches photos),
-    each checked against the SHA-256 its licence was read on, and scaled down to at most ``long_side``."""
+    each checked against the SHA-256 its licence was read on, and scaled down to at most ``long_side``.
+
+    ``backgrounds=False`` leaves out The Question's four backgrounds: rendered from 3D scenes, they carry brick,
+    tile and wood texture, and a critic shown them taught the generator grit ("scratchy flecks", "wormy
+    foliage": docs/styles.md, toon4). The sprites and concert pictures left are cel shading: flat fills, clean
+    lines."""
     from PIL import Image
 
     roots = {key: _fetch_deb(Path(cache_dir).resolve(), deb) for key, deb in _DEBS.items()}
     out = []
     for name, (key, inner, sha16) in _ENTRIES.items():
+        if not backgrounds and name in BACKGROUNDS:
+            continue
         path = roots[key] / inner
         if _sha16(path) != sha16:
             raise RuntimeError(f"{path} is not the file the allow-list was checked on (sha256 {_sha16(path)}..., "

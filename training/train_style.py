@@ -80,7 +80,9 @@ TOON3_PHASES = (
           adv_weight=0.06),
 )
 # toon4 (issue 41): the shipped toon (toon3) trained on with the anime critic beside its L1 and conditional
-# critic: the first term in any style's loss that has seen drawing rather than a filter of the photo.
+# critic: the first term in any style's loss that has seen drawing rather than a filter of the photo. Its real
+# examples are the cel-shaded sprites and concert pictures only (``illustrations.collect(backgrounds=False)``):
+# with the textured backgrounds too, at 0.1 and 0.3, raters saw grit (docs/styles.md, toon4: runs A-D).
 TOON4_PHASES = (
     Phase("anime", "full", steps=3000, crop_px=128, batch=4, lr=8e-5, warmup=50, budget_min=70.0,
           grad_weight=1.0, adv_weight=0.06, anime_weight=0.1),
@@ -131,8 +133,8 @@ def run(style: str, *, workdir: Path, seed: int, threads: int, sources_cache: Pa
             drawn = None
             if phase.anime_weight > 0:
                 from training import illustrations
-                drawn = illustrations.patches(illustrations.collect(sources_cache), crop_px=phase.crop_px,
-                                              batch=phase.batch, seed=seed)
+                drawn = illustrations.patches(illustrations.collect(sources_cache, backgrounds=False),
+                                              crop_px=phase.crop_px, batch=phase.batch, seed=seed)
             train(workdir=folder, steps=max(1, round(phase.steps * scale)), budget_min=phase.budget_min * scale,
                   crop_px=phase.crop_px, batch=phase.batch, lr=phase.lr, seed=seed, threads=threads,
                   ckpt_every=50, preview_every=200, pool_cache=workdir / f"pool_{phase.pool}.npz", out=None,
