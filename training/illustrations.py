@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from training.sources import _Deb, _fetch_deb, _sha16
+from training.sources import _check, _Deb, _fetch_deb
 
 LICENCE = "MIT"
 _VERSION = "8.3.4+dfsg-2+deb13u1"
@@ -88,10 +88,7 @@ def collect(cache_dir: Path, *, long_side: int = 1280, backgrounds: bool = True)
         if not backgrounds and name in BACKGROUNDS:
             continue
         path = roots[key] / inner
-        if _sha16(path) != sha16:
-            raise RuntimeError(f"{path} is not the file the allow-list was checked on (sha256 {_sha16(path)}..., "
-                               f"expected {sha16}...): re-read {_DEBS[key].copyright} and update "
-                               "training/illustrations.py")
+        _check(path, sha16, _DEBS[key], "training/illustrations.py")
         with Image.open(path) as im:
             rgba = im.convert("RGBA")
         if max(rgba.size) > long_side:

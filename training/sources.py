@@ -199,6 +199,13 @@ def _sha16(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def _check(path: Path, sha16: str, deb: _Deb, allow_list: str) -> None:
+    """Refuse a file that is not the one whose licence was read (a pinned package rebuilt with other bytes)."""
+    if _sha16(path) != sha16:
+        raise RuntimeError(f"{path} is not the file the allow-list was checked on (sha256 {_sha16(path)}..., "
+                           f"expected {sha16}...): re-read {deb.copyright} and update {allow_list}")
+
+
 def _wheel_root(dist: str) -> Path:
     import importlib
 
@@ -212,9 +219,7 @@ def _all_sources(cache_dir: Path, *, wheels: bool = True) -> list[Source]:
     for name, e in _ENTRIES.items():
         deb = _DEBS[e.deb]
         path = roots[e.deb] / e.inner
-        if _sha16(path) != e.sha16:
-            raise RuntimeError(f"{path} is not the file the allow-list was checked on (sha256 {_sha16(path)}..., "
-                               f"expected {e.sha16}...): re-read {deb.copyright} and update training/sources.py")
+        _check(path, e.sha16, deb, "training/sources.py")
         out.append(Source(path=path, name=name, licence=e.licence, origin=f"debian:{deb.package}={deb.version}",
                           attribution=e.attribution, tags=e.tags))
     if wheels:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from edge_anime.imaging.guided import LUMA
 from edge_anime_converters.generator import Generator
 from training.data import batches, load_or_build_pool
 from training.init import passthrough_init
@@ -138,8 +139,8 @@ class AnimeCritic(torch.nn.Module):
 
 
 def luma(picture: torch.Tensor) -> torch.Tensor:
-    """[B, 3, H, W] -> [B, 1, H, W], Rec. 601 weights (the runtime's ``LUMA``)."""
-    weights = torch.tensor([0.299, 0.587, 0.114], dtype=picture.dtype).view(1, 3, 1, 1)
+    """[B, 3, H, W] -> [B, 1, H, W] with the runtime's Rec. 601 weights (``LUMA``)."""
+    weights = torch.from_numpy(LUMA).to(picture.dtype).view(1, 3, 1, 1)
     return (picture * weights).sum(dim=1, keepdim=True)
 
 
@@ -314,14 +315,13 @@ def train(*, workdir: Path, steps: int, budget_min: float, crop_px: int, batch: 
         loss, l1 = toon_loss(pred, target_t, ink_weight=ink_weight, grad_weight=grad_weight)
         d_loss = g_adv = a_loss = g_anime = float("nan")
         ramp = min(1.0, (step + 1) / ADV_RAMP_STEPS)
+        pred_f = pred.float()  # the critics score the picture in f32 (under bf16 autocast it comes out bf16)
         if disc is not None and disc_opt is not None:
-            pred_f = pred.float()
             d_loss, adv = critic_step(disc, disc_opt, disc_loss(disc, photo_t, target_t, pred_f),
                                       partial(adv_loss, disc, photo_t, pred_f))
             g_adv = float(adv.detach())
             loss = loss + adv_weight * ramp * adv
         if critic is not None and critic_opt is not None and drawn is not None:
-            pred_f = pred.float()
             a_loss, anime = critic_step(critic, critic_opt, anime_critic_loss(critic, to_tensor(next(drawn)), pred_f),
                                         partial(anime_loss, critic, pred_f))
             g_anime = float(anime.detach())
