@@ -408,10 +408,14 @@ SHIPPED_TILED_MB = 300
 SHIPPED_WHOLE_MB = 16_000  # the whole 2048x1536 picture fits (about 3.5 GB of activations at f32)
 
 
-def part_shipped(tmp: Path, cases: list[str], tiled_mb: int = SHIPPED_TILED_MB) -> list[dict[str, Any]]:
+def part_shipped(tmp: Path, cases: list[str], tiled_mb: int = SHIPPED_TILED_MB,
+                 variant: str = "auto") -> list[dict[str, Any]]:
     """Issue 41: tiled (``tiled_mb``, the issue's 300) vs whole, through ``Stylizer.stylize`` with the shipped config but for
     ``resize: full`` and the budget (``tiled_mb`` for the tiled run): the style's auto variant, its palette and
-    tone guard. The photo goes in as a PNG (lossless), so both runs decode the same pixels."""
+    tone guard. The photo goes in as a PNG (lossless), so both runs decode the same pixels.
+
+    ``variant`` other than auto pins ``model.variant`` and f32 for both runs (``fp16``: the weights of the tiling
+    pair, so what is left is the tiling's own drift; at auto the whole picture runs the INT8 the box chose)."""
     import yaml
 
     from edge_anime import Stylizer
@@ -430,11 +434,13 @@ def part_shipped(tmp: Path, cases: list[str], tiled_mb: int = SHIPPED_TILED_MB) 
                 image = {"resize": "full", "memory_budget_mb": budget, "palette": palette,
                          "max_pixels": 100_000_000}
                 yaml_path = tmp / f"shipped-{palette}-{budget}.yaml"
-                yaml_path.write_text(yaml.safe_dump({"image": image}), encoding="utf-8")
+                pinned = {} if variant == "auto" else {"model": {"variant": variant},
+                                                       "device": {"inference_precision": "f32"}}
+                yaml_path.write_text(yaml.safe_dump({"image": image, **pinned}), encoding="utf-8")
                 with Stylizer(yaml_path) as stylizer:
                     full = plan_full((width, height), stylizer.config.image, requests=1)  # pass 2: one stream here
                     assert full is not None and full.tiled == (budget == tiled_mb), full
-                    plans[budget] = (f"{stylizer.engine.model_info.variant}, whole" if not full.tiled else
+                    plans[budget] = (f"{stylizer.engine.model_info.variant or 'the default IR'}, whole" if not full.tiled else
                                      f"tiles of {full.tile_px} px, pass 1 {full.pass1_size[0]}x{full.pass1_size[1]}")
                     start = time.perf_counter()
                     out[palette, budget] = np.asarray(stylizer.stylize(path).convert("RGB"))
@@ -497,6 +503,8 @@ def main() -> int:
     parser.add_argument("--drift-downscales", type=float, nargs="+", default=[1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 6.4])
     parser.add_argument("--tiled-budget-mb", type=int, default=SHIPPED_TILED_MB,
                         help="shipped: image.memory_budget_mb of the tiled run (the issue's 300)")
+    parser.add_argument("--shipped-variant", default="auto",
+                        help="shipped: model.variant of both runs (auto: the box's choice; fp16: the tiling pair's weights, at f32)")
     parser.add_argument("--worker-mp", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     tmp = RESULTS_DIR / "fullres_tmp"
@@ -538,7 +546,7 @@ def main() -> int:
         data["drift"] = part_drift(model, tmp, args.drift_cases, args.drift_downscales)
         table += "## Pass-1 statistics drift\n" + markdown_table(data["drift"], list(data["drift"][0]))
     if "shipped" in args.parts:
-        data["shipped"] = part_shipped(tmp, args.drift_cases, args.tiled_budget_mb)
+        data["shipped"] = part_shipped(tmp, args.drift_cases, args.tiled_budget_mb, args.shipped_variant)
         table += ("## Tiled vs whole, shipped settings (issue 41)\n"
                   + markdown_table(data["shipped"], list(data["shipped"][0])))
     data["machine_after"] = machine()

@@ -138,6 +138,22 @@ def test_models_folder_stays_under_budget() -> None:
     assert total < MODELS_BUDGET_BYTES, f"models/ ships {total / 2**20:.1f} MiB"
 
 
+def test_no_bundled_picture_shows_the_shared_photos() -> None:
+    """An INT8 variant is verified on ../shared/photos (faces of real people among them), which are read where
+    they are and never copied into the repository: a bundled style keeps those figures, not their pictures."""
+    checked = 0
+    for manifest_path in sorted((REPO_ROOT / "models").glob("*/manifest.yaml")):
+        manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
+        for name, entry in [("default", manifest), *(manifest.get("variants") or {}).items()]:
+            verification = entry.get("verification") or {}
+            if str(verification.get("image_source", "")).startswith("photos"):
+                assert verification["per_image"], f"{manifest_path}: {name} lost its figures"
+                assert verification.get("side_by_side") is None, f"{manifest_path}: {name}"
+                checked += 1
+    assert checked >= 3  # toon's int8 and int8_qat, cel's int8
+    assert not list((REPO_ROOT / "models").glob("*/verify_int8*.png"))
+
+
 @shipped
 @pytest.mark.parametrize("hw", [(256, 256), (512, 512), (352, 480)])
 def test_shipped_ir_runs_at_any_allowed_size(hw: tuple[int, int]) -> None:

@@ -107,7 +107,8 @@ def ship(student: Path, style_dir: Path, *, photos_dir: Path, side: int) -> dict
         "quality": {"reference": "teacher: the style's default IR at f32", "image_source": f"photos:{photos_dir}",
                     "images": len(values), "side_px": side, "worst_image": worst[0],
                     "psnr_db": {"min": round(min(values), 2), "mean": round(float(np.mean(values)), 2)}},
-        "verification": converted.get("verification"),
+        # its side-by-side stays in the scratch folder: it shows the calibration photos (ship_style's drop_photo_pictures)
+        "verification": {**(converted.get("verification") or {}), "side_by_side": None},
         "quantization": converted.get("quantization"),
         "versions": converted.get("versions"),
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

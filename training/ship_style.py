@@ -5,7 +5,8 @@
 Why a script and not just ``edge-anime convert`` twice: the checkpoint is kept in ``training/checkpoints/``
 (not in ``models/``: two styles' checkpoints would take ``models/`` past its 24 MB budget, and the runtime
 never reads them); the converter's ``verify.png`` (4 rows of noisy synthetic images, ~1.8 MB) is re-encoded
-as a 32-colour palette PNG (~0.2 MB; 64 colours until toon3 took models/ past 24 MiB): it is a picture for a person, not data, and nothing hashes it; and
+as a 32-colour palette PNG (~0.2 MB; 64 colours until toon3 took models/ past 24 MiB): it is a picture for a person, not data, and nothing hashes it;
+the INT8 variants' side-by-sides show the calibration photos and are not kept (``drop_photo_pictures``); and
 the INT8 variant needs calibration photos, which ``--calib`` names (NNCF PTQ on real photos; without them
 the style ships FP16 only and says so).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import Any
 
 import yaml
 from PIL import Image
@@ -38,6 +40,20 @@ def shrink_png(path: Path) -> None:
     tmp.replace(path)
 
 
+def drop_photo_pictures(folder: Path, manifest: dict[str, Any]) -> None:
+    """Delete the side-by-side pictures of the variants verified on photos, keeping their figures.
+
+    Why: an INT8 variant is verified on the calibration photos (``--calib``, ../shared/photos), and its
+    side-by-side shows them, faces of real people among them; those photos are read where they are and never
+    copied into the repository, pictures of them included. The per-photo figures stay in the manifest.
+    """
+    for entry in (manifest.get("variants") or {}).values():
+        verification = entry.get("verification") or {}
+        if str(verification.get("image_source", "")).startswith("photos") and verification.get("side_by_side"):
+            (folder / str(verification["side_by_side"])).unlink(missing_ok=True)
+            verification["side_by_side"] = None
+
+
 # The styles shipped with ink lines (edge_anime.imaging.ink): toon, whose network smooths thin structure away (issue
 # 41's raters: "loses thin lines like power wires"). cel draws bold black ink of its own, and its pictures with
 # lines added have not been rated: it ships without.
@@ -52,6 +68,14 @@ PALETTE_COLOURS = {"toon": 112, "cel": 192}
 # toon's INT8 keeps three decoder convolutions float: its all-INT8 holds the floor but draws grain
 # (edge_anime_converters.quantize.DECODER_FLOAT3_SETUPS); cel's is chosen from every candidate, first that holds.
 INT8_SETUPS = {"toon": DECODER_FLOAT3_SETUPS}
+# The train_style recipe a shipped style comes from, where it is not the style's own name
+TRAINED_AS = {"toon": "toon4"}
+# What a style's critic saw as drawn, beside the photos (training/DATA.md, "Illustrations"): the licence names it.
+CRITIC_DATA = {"toon": (
+    "\n\n**Illustrations.** A critic that scored the network's pictures during training also saw patches of 16\n"
+    "cel-shaded illustrations from Debian's `renpy-thequestion` and `renpy-demo` as examples of drawing (MIT;\n"
+    "Ren'Py artwork, Copyright 2004-2022 Tom Rothamel and the artists of the Ren'Py tutorial and of \"The\n"
+    "Question\"). Nothing is rendered from them, and no picture of them is in the model.")}
 DESCRIPTIONS = {
     "toon": "soft painted cel bands, thin dark ink and a gently simplified palette: a storybook cartoon",
     "cel": "anime cel shading: few hard tone steps, a coarse palette, vivid colour and bold black ink",
@@ -72,11 +96,11 @@ terms do not apply.
 `budgie-backgrounds` and scikit-image's wheel, CC BY 4.0 photos from Debian's `lomiri-wallpapers-16.04`
 (Aitzol Berasategi; Trevor "Freespace"; Jakub Mede; attribution as listed in `training/DATA.md`), and
 procedural scenes made by `training/synth.py`. The targets are rendered from those photos by the project's
-own cartoon filter (`training/target.py`, style `{style}`). Evaluation photos (`../shared/photos`) were never
-trained on.
+own cartoon filter (`training/target.py`, style `{trained}`). Evaluation photos (`../shared/photos`) were never
+trained on.{critic}
 
-**How to rebuild it.** `python -m training.train_style --style {style}` then
-`python -m training.ship_style training/runs/{style}/{style}.pt --style {style} --calib PHOTOS`
+**How to rebuild it.** `python -m training.train_style --style {trained}` then
+`python -m training.ship_style training/runs/{trained}/{trained}.pt --style {style} --calib PHOTOS`
 (`docs/styles.md`: recipe, seeds, figures).
 
 **Files.** `model.xml` + `model.bin` (fp16 OpenVINO IR; `model_fp16_pass1.xml` / `model_fp16_pass2.xml`, the
@@ -116,11 +140,13 @@ def ship(checkpoint: Path, *, style: str, models_dir: Path, calib_dir: Path | No
     # 1.31x the picture's time (the issue's bound is 1.5x; 512 px took 1.78x, 384 px 1.40x), and a face is still sharp
     # (benchmarks/faces.py, docs/faces.md).
     manifest["faces"] = FaceSpec(crop_px=320).to_manifest()
+    drop_photo_pictures(folder, manifest)
     write_manifest(folder, manifest)
-    for png in sorted(folder.glob("verify*.png")):  # verify.png, and verify_int8.png of the INT8 variant
+    for png in sorted(folder.glob("verify*.png")):  # verify.png: the synthetic images of the FP16 check
         shrink_png(png)
     (folder / "LICENSE.md").write_text(LICENSE_TEMPLATE.format(style=style, description=DESCRIPTIONS.get(
-        style, f"The {style} style").rstrip(".").capitalize()), encoding="utf-8")
+        style, f"The {style} style").rstrip(".").capitalize(), critic=CRITIC_DATA.get(style, ""),
+        trained=TRAINED_AS.get(style, style)), encoding="utf-8")
     total = sum(p.stat().st_size for p in models_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     if total >= MODELS_BUDGET_BYTES:
         raise SystemExit(f"{models_dir}: {total} bytes, over the {MODELS_BUDGET_BYTES} byte budget")

@@ -79,7 +79,7 @@ TOON3_PHASES = (
     Phase("large", "full", steps=500, crop_px=256, batch=2, lr=5e-5, warmup=20, budget_min=20.0, grad_weight=1.5,
           adv_weight=0.06),
 )
-# toon4 (issue 41): the shipped toon (toon3) trained on with the anime critic beside its L1 and conditional
+# toon4 (issue 41; shipped as toon since 2026-12-05): toon3 trained on with the anime critic beside its L1 and conditional
 # critic: the first term in any style's loss that has seen drawing rather than a filter of the photo. Its real
 # examples are the cel-shaded sprites and concert pictures only (``illustrations.collect(backgrounds=False)``):
 # with the textured backgrounds too, at 0.1 and 0.3, raters saw grit (docs/styles.md, toon4: runs A-D).
@@ -89,9 +89,12 @@ TOON4_PHASES = (
 )
 SHIPPED_TOON = Path(__file__).resolve().parent / "checkpoints" / "toon.pt"
 TOON2_WIP = Path(__file__).resolve().parent / "checkpoints" / "toon2_wip.pt"
+# toon3, the toon shipped from add8a00 until toon4 took its place, is where toon4 starts. toon2 started from the
+# toon shipped in bd3e7d3 (`git show bd3e7d3:training/checkpoints/toon.pt`); run today it starts from toon4.
+TOON3 = Path(__file__).resolve().parent / "checkpoints" / "toon3.pt"
 STYLE_PHASES: dict[str, tuple[tuple[Phase, ...], Path]] = {"toon2": (TOON2_PHASES, SHIPPED_TOON),
                                                          "toon3": (TOON3_PHASES, TOON2_WIP),
-                                                         "toon4": (TOON4_PHASES, SHIPPED_TOON)}
+                                                         "toon4": (TOON4_PHASES, TOON3)}
 
 
 def extra_photos(cache_dir: Path, *, seed: int) -> list[tuple[str, NDArray[np.uint8]]]:

@@ -68,7 +68,10 @@ REFINE_ROUNDS = 2        # k-means rounds on the sample after the median cut
 SMOOTH_LEVELS = 6        # an entry is read from the 7 x 7 box blur where no channel differs from it by more
 BOX_7X7 = ImageFilter.BoxBlur(3)  # Pillow's running sums: the radius costs nothing
 BOX_3X3 = ImageFilter.BoxBlur(1)
-SHARPEN = ImageFilter.UnsharpMask(radius=2, percent=80, threshold=3)  # step 0
+# Step 0. Its threshold is above the INT8 variants' grain: toon4 (crisper than toon3) at threshold 3 measured
+# look.py's texture median 0.32 at fp16 but 0.36 with int8 and 0.37 with int8_qat (the default's), a fine grain
+# sharpened into the sky; at 6: 0.33 with int8_qat, colours 0.55 (31 photos, 1024 px, q95); 10 gave 0.32.
+SHARPEN = ImageFilter.UnsharpMask(radius=2, percent=80, threshold=6)
 _EDGE_TABLE = [255 if level > SMOOTH_LEVELS else 0 for level in range(256)]
 GREY_ENTRIES = 16        # exact greys every 17 levels are always in the palette ...
 NEUTRAL_SPREAD = 6       # ... and an entry whose max - min of R, G, B is at most this becomes the grey of its luma
