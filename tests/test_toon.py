@@ -138,6 +138,7 @@ def test_models_folder_stays_under_budget() -> None:
     assert total < MODELS_BUDGET_BYTES, f"models/ ships {total / 2**20:.1f} MiB"
 
 
+@shipped
 def test_no_bundled_picture_shows_the_shared_photos() -> None:
     """An INT8 variant is verified on ../shared/photos (faces of real people among them), which are read where
     they are and never copied into the repository: a bundled style keeps those figures, not their pictures."""

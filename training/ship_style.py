@@ -47,7 +47,7 @@ def drop_photo_pictures(folder: Path, manifest: dict[str, Any]) -> None:
     side-by-side shows them, faces of real people among them; those photos are read where they are and never
     copied into the repository, pictures of them included. The per-photo figures stay in the manifest.
     """
-    for entry in (manifest.get("variants") or {}).values():
+    for entry in [manifest, *(manifest.get("variants") or {}).values()]:
         verification = entry.get("verification") or {}
         if str(verification.get("image_source", "")).startswith("photos") and verification.get("side_by_side"):
             (folder / str(verification["side_by_side"])).unlink(missing_ok=True)
