@@ -412,7 +412,11 @@ BUNDLED_TOON = REPO_ROOT / "models" / "toon"
 @pytest.mark.slow
 def test_the_bundled_style_runs_full_resolution_in_tiles(write_config: Callable[..., Path], tmp_path: Path) -> None:
     """``resize: full`` out of the box: the shipped toon carries its tiling pair (weights in its model.bin),
-    and a picture forced into tiles (small tile_px, small budget) comes out as the whole-picture run."""
+    and a picture forced into tiles (small tile_px, small budget) comes out as the whole-picture run.
+
+    The tiles themselves are held to 40 dB with the palette off. With the style's palette on, each pixel goes to
+    its nearest entry, so the tiles' small drift flips some pixels by a whole entry (docs/fullres.md): toon4
+    measured 37.9 dB here (toon3 held 40), held to issue 41's 35."""
     from edge_anime import Stylizer
     from edge_anime.models import load_model_info
 
@@ -421,16 +425,19 @@ def test_the_bundled_style_runs_full_resolution_in_tiles(write_config: Callable[
     path = tmp_path / "photo.jpg"
     synthetic_photo(480, 360, seed=5).save(path, quality=92)
     outs = {}
-    for name, image in (("whole", {}), ("tiled", {"tile_px": 256, "memory_budget_mb": 400})):
-        config = write_config({"model": {"path": str(BUNDLED_TOON), "variant": "fp16"},
-                               "device": {"inference_precision": "f32"},
-                               "image": {"resize": "full", **image}}, name=f"{name}.yaml")
-        with Stylizer(config) as stylizer:
-            full = plan_full((480, 360), stylizer.config.image, requests=stylizer.engine.num_requests)
-            assert full is not None and full.tiled == (name == "tiled") and full.fallback_from is None
-            outs[name] = np.asarray(stylizer.stylize(path))
-    assert outs["tiled"].shape == outs["whole"].shape == (360, 480, 3)
-    assert psnr(outs["tiled"], outs["whole"]) >= 40.0, psnr(outs["tiled"], outs["whole"])
+    for palette in ("off", "auto"):
+        for name, image in (("whole", {}), ("tiled", {"tile_px": 256, "memory_budget_mb": 400})):
+            config = write_config({"model": {"path": str(BUNDLED_TOON), "variant": "fp16"},
+                                   "device": {"inference_precision": "f32"},
+                                   "image": {"resize": "full", "palette": palette, **image}},
+                                  name=f"{name}-{palette}.yaml")
+            with Stylizer(config) as stylizer:
+                full = plan_full((480, 360), stylizer.config.image, requests=stylizer.engine.num_requests)
+                assert full is not None and full.tiled == (name == "tiled") and full.fallback_from is None
+                outs[name, palette] = np.asarray(stylizer.stylize(path))
+    assert outs["tiled", "off"].shape == outs["whole", "off"].shape == (360, 480, 3)
+    db = {palette: psnr(outs["tiled", palette], outs["whole", palette]) for palette in ("off", "auto")}
+    assert db["off"] >= 40.0 and db["auto"] >= 35.0, db
 
 
 def _has_bf16() -> bool:
