@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -77,7 +78,11 @@ def psnr_vs_teacher(teacher_xml: Path, student_xml: Path, photos: list[Path], si
 
 
 def ship(student: Path, style_dir: Path, *, photos_dir: Path, side: int) -> dict[str, Any]:
-    """Convert, measure, copy the IR in and add the manifest entry; returns the entry."""
+    """Convert, measure, copy the IR in and add the manifest entry; returns the entry.
+
+    The photos are named relative to the working folder (``../shared/photos`` from the repository, as
+    ``ship_style --calib`` is given them), so the manifest records no machine's absolute path."""
+    photos_dir = Path(os.path.relpath(photos_dir))
     manifest_path = style_dir / "manifest.yaml"
     manifest = yaml.safe_load(manifest_path.read_text())
     photos = sorted(p for p in photos_dir.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
