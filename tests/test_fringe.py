@@ -115,3 +115,17 @@ def test_the_bundled_toon_draws_face_8_s_ear_without_its_crimson_rim(write_confi
         crimson[faces] = int((dark & (saturation(rgb) > 0.5)).sum())
     assert crimson["off"] > 20, "the network's rim (the test's premise)"
     assert crimson["auto"] == 0, crimson
+
+
+def test_bands_give_what_one_piece_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tall box is cleaned in bands of rows (a face in a 24-megapixel picture needs a band's memory); the bands
+    join exactly, a box's as the whole picture's."""
+    from edge_anime.imaging import fringe
+
+    photo, out = ear(width=96, height=160)
+    out[:, 47:49] = (120, 28, 44)
+    out[40:100, 20] = (120, 118, 60)  # an olive stroke across several bands
+    whole = clean_fringes(out, photo)
+    monkeypatch.setattr(fringe, "BAND_ROWS", 16)
+    assert np.array_equal(clean_fringes(out, photo), whole)
+    assert np.array_equal(clean_fringes(out, photo, within=[(0, 0, 96, 160)]), whole)

@@ -33,7 +33,7 @@ shared photos at the default settings, toon4, 2026-12-05, an earlier cut) it cha
 mostly the warm dark outlines in autumn foliage and on torii gates, which are the style's own and looked no better,
 for 60 ms a 1024 x 768 picture (2-vCPU EPYC). Inside the faces' boxes it is what raters named: face_8's ear rim
 116, 29, 42 -> 74, 49, 44, its cap's seam olive and magenta -> skin-brown, face_7's gold chain without its red
-edges; ~78 ms where the boxes cover a 1024 x 1079 selfie. look.py's colours median 0.547 -> 0.561 (the repainted
+edges; ~65 ms where the boxes cover a 1024 x 1079 selfie. look.py's colours median 0.547 -> 0.561 (the repainted
 lines are new colours to the JPEG; their chroma in steps of 6 made it worse, 0.006-0.03 a photo), its casts lower.
 
 Only for stills with the palette: in a clip the candidates change per frame. Deterministic; the input arrays are
@@ -55,6 +55,11 @@ MIN_LUMA = 16.0         # luma floor of the ratio chroma / luma (near black the 
 CANDIDATE_CHROMA = 10   # |Cb - box| + |Cr - box| (levels) from which a pixel is a candidate for step 1 ...
 CANDIDATE_DARK = 12     # ... or darker than its box mean by this many levels, for step 2
 BOX_5X5 = ImageFilter.BoxBlur(2)
+# A region is cleaned in bands of this many rows, each with the rows its 5 x 5 reaches above and below, so a
+# face's box in a 24-megapixel picture of ``image.resize: full`` needs a band's memory, not the box's: ~130 B a
+# pixel of a band with the result's copy (tracemalloc, a 1024 x 1079 selfie: 8.3 MB), ~50 MB for a 6000 px wide box
+BAND_ROWS = 64
+MARGIN_ROWS = 2
 # the sides: 8 pixels 2 away (the 5 x 5's corners and edge middles); a line up to 2 px wide through the pixel
 # crosses at most 2-3 of them, so their median is the sides' (a rank filter over the whole 5 x 5 cost 3x the time)
 _NEIGHBOURS = [(dy, dx) for dy in (-2, 0, 2) for dx in (-2, 0, 2) if (dy, dx) != (0, 0)]
@@ -69,23 +74,26 @@ def clean_fringes(output: np.ndarray, photo: np.ndarray,
     nothing changed, else a new array."""
     if output.shape != photo.shape or output.ndim != 3 or output.shape[2] != 3:
         raise ValueError(f"fringes: output {output.shape} and photo {photo.shape} must both be H x W x 3")
-    if within is None:
-        return _clean(output, photo)
     height, width = output.shape[:2]
     result = output
-    for x0, y0, x1, y1 in within:
+    for x0, y0, x1, y1 in [(0, 0, width, height)] if within is None else within:
         x0, y0, x1, y1 = max(0, x0), max(0, y0), min(width, x1), min(height, y1)
         if x1 - x0 < 5 or y1 - y0 < 5:
             continue
-        part = result[y0:y1, x0:x1]
-        cleaned = _clean(part, photo[y0:y1, x0:x1])
-        if cleaned is not part:
-            result = result.copy() if result is output else result
-            result[y0:y1, x0:x1] = cleaned
+        # in bands (BAND_ROWS), each read from the picture as it came in: a band does not see the one above's
+        # repainting, so the bands join as one piece would
+        for top in range(y0, y1, BAND_ROWS):
+            lo, hi = max(y0, top - MARGIN_ROWS), min(y1, top + BAND_ROWS + MARGIN_ROWS)
+            cleaned = _clean(output[lo:hi, x0:x1], photo[lo:hi, x0:x1])
+            if cleaned is not None:
+                rows = min(BAND_ROWS, y1 - top)
+                result = result.copy() if result is output else result
+                result[top:top + rows, x0:x1] = cleaned[top - lo:top - lo + rows]
     return result
 
 
-def _clean(output: np.ndarray, photo: np.ndarray) -> np.ndarray:
+def _clean(output: np.ndarray, photo: np.ndarray) -> np.ndarray | None:
+    """One band: the cleaned copy, or None when nothing in it is a fringe."""
     out_ycc = Image.fromarray(np.ascontiguousarray(output)).convert("YCbCr")
     own = np.asarray(out_ycc, np.int16)
     pic = np.asarray(Image.fromarray(np.ascontiguousarray(photo)).convert("YCbCr"), np.int16)
@@ -104,7 +112,7 @@ def _clean(output: np.ndarray, photo: np.ndarray) -> np.ndarray:
     candidate = ((off_box > CANDIDATE_CHROMA) & (off_photo > HUE_OFF)) | ((darker > CANDIDATE_DARK) & saturated)
     index = np.flatnonzero(candidate)
     if not index.size:
-        return output
+        return None
     width = candidate.shape[1]
     rows, cols = index // width + 2, index % width + 2  # in the planes padded by 2
     planes = np.pad(own, ((2, 2), (2, 2), (0, 0)), mode="edge")
@@ -139,7 +147,7 @@ def _clean(output: np.ndarray, photo: np.ndarray) -> np.ndarray:
 
     changed = (weight > 0) | (scale < 1.0)
     if not changed.any():
-        return output
+        return None
     y, cb, cr = here[changed, 0], cb[changed], cr[changed]
     rgb = np.stack([y + 1.402 * cr, y - 0.344136 * cb - 0.714136 * cr, y + 1.772 * cb], axis=1)  # JFIF, as Pillow
     result: np.ndarray = output.copy()
