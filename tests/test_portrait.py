@@ -186,6 +186,27 @@ def test_the_crown_s_highlight_is_a_band_with_teeth_across_the_top_of_the_hair()
     assert not portrait._ring(sides_only, along, across, unit).any()
 
 
+def test_the_jaw_line_goes_to_the_photo_s_jaw_below_the_mesh_s() -> None:
+    """A full face's mesh puts the jaw across the lower cheek; the line moves out to where the photo's light falls
+    off (the real jaw, the neck in shade), smoothly, on the lower jaw only, and stays where the photo has no edge."""
+    unit, size = 40.0, 240
+    jaw_y = 120.0
+    jaw = np.stack([np.linspace(40, 200, 81), np.full(81, jaw_y)], axis=1)  # a flat jaw, the chin at the middle
+    outward = np.tile([0.0, 1.0], (81, 1))  # down
+    t = np.linspace(0, 1, 81)
+    lightness = np.full((size, size), 80.0, np.float32)
+    edge_y = jaw_y + 0.2 * unit  # the real jaw: 8 px below the mesh's, skin above, a neck in shade below
+    lightness[int(edge_y):] = 50.0
+    moved = portrait._to_the_edge(jaw, outward, lightness, np.zeros(2), unit, t)
+    chin = np.abs(t - 0.5) <= 0.2
+    assert np.abs(moved[chin, 1] - edge_y).max() <= 2.5, moved[chin, 1]
+    assert np.array_equal(moved[:, 0], jaw[:, 0]), "along its normal only"
+    assert np.array_equal(moved[np.abs(t - 0.5) > 0.5 - 0.05], jaw[np.abs(t - 0.5) > 0.5 - 0.05]), "the ends stay"
+    assert np.abs(np.diff(moved[:, 1])).max() <= 1.0, "one smooth curve"
+    flat = np.full((size, size), 80.0, np.float32)
+    assert np.array_equal(portrait._to_the_edge(jaw, outward, flat, np.zeros(2), unit, t), jaw), "no edge: stays"
+
+
 @pytest.mark.parametrize(("name", "ring"), [("face_5", True), ("face_6", True), ("face_7", False),
                                             ("face_8", False)])
 def test_hair_gets_the_crown_s_highlight_and_a_cap_does_not(models: tuple[FaceDetector, FaceLandmarker],

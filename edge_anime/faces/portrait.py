@@ -38,6 +38,10 @@ FACE_OVAL = lm.FACE_OVAL
 JAW = (234, 93, 132, 58, 172, 136, 150, 149, 176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361, 323, 454)
 JAW_W = 0.03  # the jaw line's width at the chin (u)
 JAW_BEYOND = 0.12  # where the skin is looked for past the jaw line (u)
+JAW_SEARCH = (0.05, 0.3)  # the photo's jaw edge is looked for this far inside and outside the mesh's (u)
+JAW_EDGE_L = 6.0  # ... where its light falls off by at least this (L*, over 2 of 16 steps)
+JAW_SNAP_SPAN = 0.35  # ... on the lower jaw: t within this of the chin (0.5; the jaw's ends are at 0 and 1)
+JAW_SMOOTH = 15  # points of the jaw's spline (4 a mesh segment, ~80 in all) the moves are smoothed over
 CHEEKS = (50, 280)  # right, left: where the blush sits
 CHEEK_SAMPLES = (50, 280, 101, 330, 117, 346, 205, 425)  # skin colour, away from eyes, nose and mouth
 NOSE_TIP, NOSE_BOTTOM, NOSE_WINGS = 4, 2, (98, 327)
@@ -795,6 +799,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     widths = JAW_W * unit * np.clip(np.sin(np.pi * t) * 1.8, 0.1, 1.0)
     outward = jaw - centre
     outward /= np.maximum(np.linalg.norm(outward, axis=1, keepdims=True), 1e-6)
+    jaw = _to_the_edge(jaw, outward, lab[..., 0], sheet.origin, unit, t)
     beyond = np.rint(jaw + outward * JAW_BEYOND * unit - sheet.origin).astype(int)
     inside = (beyond[:, 0] >= 0) & (beyond[:, 0] < sheet.width) & (beyond[:, 1] >= 0) & (beyond[:, 1] < sheet.height)
     past = np.zeros(len(jaw), np.float32)
@@ -804,6 +809,31 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     past[inside] = reaches[beyond[inside, 1], beyond[inside, 0]]
     widths *= np.where((np.abs(t - 0.5) > 0.15) & (past > 0.5), 0.0, 1.0)
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
+
+
+def _to_the_edge(jaw: np.ndarray, outward: np.ndarray, lightness: np.ndarray, origin: np.ndarray, unit: float,
+                 t: np.ndarray) -> np.ndarray:
+    """The lower jaw line moved out along ``outward`` to where the photo's light falls off most within
+    ``JAW_SEARCH`` (the real jaw's edge, the neck in shade below it), where it falls off by at least
+    ``JAW_EDGE_L``; elsewhere it stays. Why: on a full face the mesh's jaw runs across the lower cheek, above the
+    real one, and the style draws the real one too: "double jawline outline" (face_4, a blind rater, cmp38)."""
+    steps = np.linspace(-JAW_SEARCH[0], JAW_SEARCH[1], 16) * unit
+    light = _blur(np.uint8(np.clip(lightness * 2.55, 0, 255)), 0.02 * unit) / 2.55
+    at = jaw[:, None, :] + outward[:, None, :] * steps[None, :, None] - origin  # K x 16 x 2
+    cols = np.clip(np.rint(at[..., 0]).astype(int), 0, light.shape[1] - 1)
+    rows = np.clip(np.rint(at[..., 1]).astype(int), 0, light.shape[0] - 1)
+    profile = light[rows, cols]
+    drop = profile[:, :-2] - profile[:, 2:]  # darker outward: > 0
+    best = drop.argmax(axis=1)
+    strong = drop[np.arange(len(jaw)), best] >= JAW_EDGE_L
+    lower = np.abs(t - 0.5) <= JAW_SNAP_SPAN
+    offset = np.where(strong & lower, steps[best + 1], 0.0)
+    # one smooth curve, not a staircase of picks: a running median, then a mean, over JAW_SMOOTH points
+    half = JAW_SMOOTH // 2
+    offset = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(offset, half, mode="edge"), JAW_SMOOTH), axis=1)
+    offset = np.convolve(np.pad(offset, half, mode="edge"), np.full(JAW_SMOOTH, 1 / JAW_SMOOTH), mode="valid")
+    moved: np.ndarray = jaw + outward * offset[:, None]
+    return moved
 
 
 def _squint(photo: np.ndarray, pts: np.ndarray, palette: Palette) -> float:
