@@ -186,6 +186,31 @@ def test_the_crown_s_highlight_is_a_band_with_teeth_across_the_top_of_the_hair()
     assert not portrait._ring(sides_only, along, across, unit).any()
 
 
+def test_the_chin_casts_a_crescent_of_shadow_on_the_neck(models: tuple[FaceDetector, FaceLandmarker],
+                                                          shared_photos: Path) -> None:
+    """Anime's neck: a crescent of shadow hung from the jaw, in a tone between the skin's and its shadow's, so the
+    face stands off a neck of its own colour (a blind rater: "the chin line floats over a neck the same colour as the
+    face"). face_5's neck, drawn on a flat grey picture: darker just under the chin than lower down, same hue."""
+    photo = _shared(shared_photos, "face_5")
+    mesh = _mesh(models, photo)
+    canvas = np.full_like(photo, 128)
+    assert portrait.draw_portrait(canvas, photo, mesh.points) is not None
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    chin = mesh.points[152]
+    down = chin - mesh.points[10]
+    down /= np.linalg.norm(down)
+
+    def patch(depth: float) -> np.ndarray:
+        x, y = np.rint(chin + down * depth * unit).astype(int)
+        return canvas[y - 3:y + 4, x - 3:x + 4].reshape(-1, 3).astype(np.float32).mean(axis=0)
+
+    under, lower = patch(0.15), patch(0.7)
+    assert (under != 128).any() and (lower != 128).any(), "the neck is painted"
+    assert lower.mean() - under.mean() > 6, (under, lower)
+    ratio = under / np.maximum(lower, 1)
+    assert ratio.max() - ratio.min() < 0.15, "a shade of the same skin, not another colour"
+
+
 def test_the_jaw_line_goes_to_the_photo_s_jaw_below_the_mesh_s() -> None:
     """A full face's mesh puts the jaw across the lower cheek; the line moves out to where the photo's light falls
     off (the real jaw, the neck in shade), smoothly, on the lower jaw only, and stays where the photo has no edge."""

@@ -110,6 +110,8 @@ SKIN_MIN_L = 22.0  # darker than this (L*, fading in over 8) inside the oval is 
 NECK = (0.6, 0.9, 0.8)  # the neck's half width and half height, its centre this far below the chin (u)
 # the neck is skin in shade: L* tolerances darker and lighter than the cheeks (a lighter pixel is a collar)
 NECK_DARKER_L, NECK_LIGHTER_L = 70.0, 6.0
+NECK_SHADOW_DEPTH, NECK_SHADOW_SPAN, NECK_SHADOW_TONE = 0.35, 0.3, 0.6  # the chin's shadow: its depth (u), reach
+# along the jaw (t from the chin), tone (0 skin, 1 the skin's shadow)
 NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
 FAIR_MIN_L = 60.0  # fair hair (within 25 CIELAB of the skin) this light (L*) is a blonde's: its crown is evened out
@@ -808,6 +810,15 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     reaches = skin if beside is None else np.maximum(skin, beside)
     past[inside] = reaches[beyond[inside, 1], beyond[inside, 0]]
     widths *= np.where((np.abs(t - 0.5) > 0.15) & (past > 0.5), 0.0, 1.0)
+    # the chin's shadow on the neck, as anime draws it: a crescent under the chin in a tone between the skin's and its
+    # shadow's, so the face stands off a neck of its own colour ("the chin line floats over a neck the same colour as
+    # the face", cmp42, five of eight faces)
+    middle = np.abs(t - 0.5) <= NECK_SHADOW_SPAN
+    depth = NECK_SHADOW_DEPTH * unit * np.cos(np.pi / 2 * (t[middle] - 0.5) / NECK_SHADOW_SPAN)
+    crescent = np.vstack([jaw[middle], (jaw[middle] - up * depth[:, None])[::-1]])
+    shade_tone = palette.skin + (palette.shadow - palette.skin) * NECK_SHADOW_TONE
+    # hung from the jaw line itself: under the face's oval (1 - oval) it came out a band a strip below the line
+    sheet.paint(shade_tone, neck_skin * sheet.mask(polygons=(crescent,), blur_px=0.015 * unit))
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
 
 
