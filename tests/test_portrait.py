@@ -211,6 +211,41 @@ def test_the_chin_casts_a_crescent_of_shadow_on_the_neck(models: tuple[FaceDetec
     assert ratio.max() - ratio.min() < 0.15, "a shade of the same skin, not another colour"
 
 
+def _filled(polygons: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """The polygons (x, y) filled, as a bool mask of ``shape`` (H, W, ...)."""
+    from PIL import ImageDraw
+
+    mask = Image.new("L", (shape[1], shape[0]))
+    for polygon in polygons:
+        ImageDraw.Draw(mask).polygon([(float(x), float(y)) for x, y in polygon], fill=255)
+    return np.asarray(mask) > 0
+
+
+def test_a_thick_brow_under_a_tilted_mesh_is_painted_over_whole(models: tuple[FaceDetector, FaceLandmarker],
+                                                                  shared_photos: Path) -> None:
+    """face_8's head is tilted and the mesh's brows sit above his thick ones: the brow scaled about its middle in x
+    and y covered too little of them, and what was left showed under the drawn brow ("a grey smudge eyebrow",
+    cmp43). The two bands together cover the photo's dark brow pixels near the mesh's brows; the eyes stay clear."""
+    photo = _shared(shared_photos, "face_8")
+    mesh = _mesh(models, photo)
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    lightness = portrait._lab(photo)[..., 0]
+    yy, xx = np.mgrid[0:photo.shape[0], 0:photo.shape[1]]
+    for brow, upper in ((portrait.RIGHT_BROW, portrait.RIGHT_EYE_UPPER), (portrait.LEFT_BROW, portrait.LEFT_EYE_UPPER)):
+        pts = mesh.points[[i for pair in brow for i in pair]]
+        near = np.min(np.hypot(xx[..., None] - pts[:, 0], yy[..., None] - pts[:, 1]), axis=-1) < 0.1 * unit
+        eye = mesh.points[list(upper)]
+        brow_px = near & (lightness < 40) & (yy < eye[:, 1].min() - 0.1 * unit)  # the photo's brow, above the eye
+        scaled, framed = portrait._brow_bands(mesh.points, brow, unit)
+        if brow is portrait.RIGHT_BROW:  # the thick dark one (his left one is light: a few pixels under L* 40)
+            assert brow_px.sum() > 100
+            both = _filled((scaled, framed), photo.shape)[brow_px].mean()
+            alone = _filled((scaled,), photo.shape)[brow_px].mean()
+            assert both >= 0.95 and alone <= 0.5, (both, alone)
+        lid = _filled((framed,), photo.shape)[np.rint(eye[:, 1]).astype(int), np.rint(eye[:, 0]).astype(int)]
+        assert not lid.any(), "the face-frame band stops above the lid"
+
+
 def test_the_jaw_line_goes_to_the_photo_s_jaw_below_the_mesh_s() -> None:
     """A full face's mesh puts the jaw across the lower cheek; the line moves out to where the photo's light falls
     off (the real jaw, the neck in shade), smoothly, on the lower jaw only, and stays where the photo has no edge."""
