@@ -211,6 +211,26 @@ def test_the_chin_casts_a_crescent_of_shadow_on_the_neck(models: tuple[FaceDetec
     assert ratio.max() - ratio.min() < 0.15, "a shade of the same skin, not another colour"
 
 
+def test_a_warm_shadow_under_the_chin_is_painted_as_neck(models: tuple[FaceDetector, FaceLandmarker]) -> None:
+    """Grace Hopper's neck under her chin is skin in deep, warm shade (L* 30-45 at C* ~40): its a*b* only scaled down
+    by its L* ratio failed the neck's test, and the style's dark brown smear stayed there ("a beard"). Drawn on a flat
+    grey picture, the neck 0.2-0.3 of the eyes' distance under the chin is painted whole."""
+    import matplotlib.cbook
+
+    with Image.open(matplotlib.cbook.get_sample_data("grace_hopper.jpg")) as image:
+        photo = np.asarray(image.convert("RGB"))
+    mesh = _mesh(models, photo)
+    canvas = np.full_like(photo, 128)
+    assert portrait.draw_portrait(canvas, photo, mesh.points) is not None
+    unit = float(np.linalg.norm(mesh.points[159] - mesh.points[386]))
+    chin, down = mesh.points[152], mesh.points[152] - mesh.points[10]
+    down /= np.linalg.norm(down)
+    for depth in (0.2, 0.3):
+        x, y = np.rint(chin + down * depth * unit).astype(int)
+        patch = canvas[y - 4:y + 5, x - 10:x + 11]
+        assert (patch != 128).any(axis=-1).mean() >= 0.95, depth
+
+
 def _filled(polygons: tuple[np.ndarray, ...], shape: tuple[int, ...]) -> np.ndarray:
     """The polygons (x, y) filled, as a bool mask of ``shape`` (H, W, ...)."""
     from PIL import ImageDraw

@@ -799,7 +799,12 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     # is far off in a*b*, and a warm white one lighter than the cheeks (face_6's turtleneck) is out by
     # ``NECK_LIGHTER_L``. Beyond the neck the same looser test painted skin into a blonde's hair.
     ratio = np.clip(lab[..., 0] / max(float(palette.skin_lab[0]), 1.0), 0.3, 1.0)
-    da, db = lab[..., 1] - palette.skin_lab[1] * ratio, lab[..., 2] - palette.skin_lab[2] * ratio
+    # a*b* anywhere from the cheeks' scaled by that ratio up to the cheeks' own: a deep shadow under the chin keeps its
+    # warmth (Grace Hopper's, L* 25-55 at C* ~40, failed the scaled test alone and stayed the style's dark brown
+    # smear, "a beard" on a woman's chin)
+    reach = np.clip((lab[..., 1] * palette.skin_lab[1] + lab[..., 2] * palette.skin_lab[2])
+                    / max(float(palette.skin_lab[1] ** 2 + palette.skin_lab[2] ** 2), 1.0), ratio, 1.0)
+    da, db = lab[..., 1] - palette.skin_lab[1] * reach, lab[..., 2] - palette.skin_lab[2] * reach
     side = np.array([up[1], -up[0]])
     angle = np.linspace(0, 2 * np.pi, 32, endpoint=False)[:, None]
     neck = (points[lm.CHIN] - up * NECK[2] * unit + side * np.cos(angle) * NECK[0] * unit
