@@ -256,7 +256,7 @@ def test_a_thick_brow_under_a_tilted_mesh_is_painted_over_whole(models: tuple[Fa
         near = np.min(np.hypot(xx[..., None] - pts[:, 0], yy[..., None] - pts[:, 1]), axis=-1) < 0.1 * unit
         eye = mesh.points[list(upper)]
         brow_px = near & (lightness < 40) & (yy < eye[:, 1].min() - 0.1 * unit)  # the photo's brow, above the eye
-        scaled, framed = portrait._brow_bands(mesh.points, brow, unit)
+        scaled, framed = portrait._brow_band(mesh.points, brow), portrait._brow_frame_band(mesh.points, brow, unit)
         if brow is portrait.RIGHT_BROW:  # the thick dark one (his left one is light: a few pixels under L* 40)
             assert brow_px.sum() > 100
             both = _filled((scaled, framed), photo.shape)[brow_px].mean()

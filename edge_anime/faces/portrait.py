@@ -178,9 +178,9 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     glasses = _glasses(luma, points - (x0, y0), unit)
     cover = _masses(sheet, local_photo, points, unit, palette, glasses=glasses)
     shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
-    # the photo's brows painted over in the face's frame (``_brow_bands``) before the eyes are drawn: painted after
-    # them, the band's soft edge took the top off the drawn lash line, "a smudgy eyeshadow above the lids" (cmp44)
-    framed = tuple(_brow_bands(points, brow, unit)[1] for brow in (RIGHT_BROW, LEFT_BROW))
+    # the photo's brows painted over in the face's frame (``_brow_frame_band``) before the eyes are drawn: painted
+    # after them, the band's soft edge took the top off the drawn lash line, "a smudgy eyeshadow above the lids" (cmp44)
+    framed = tuple(_brow_frame_band(points, brow, unit) for brow in (RIGHT_BROW, LEFT_BROW))
     sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=framed, blur_px=0.04 * unit), 0, 1)
                 * _frames(sheet, luma, glasses, points) * (1 - cover))
     for upper, lower in ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER), (LEFT_EYE_UPPER, LEFT_EYE_LOWER)):
@@ -644,7 +644,7 @@ def _greyed(colour: np.ndarray, grey: np.ndarray) -> np.ndarray:
 
 def _features(sheet: Sheet, points: np.ndarray, unit: float) -> np.ndarray:
     """0..1: the eyes with their lids and the brows, generously (``FEATURE_EYE`` of the eye's width around it, the
-    brow bands, ``_brow_bands``): what the portrait draws itself, painted over with the skin first."""
+    brow band ``_brow_band``): what the portrait draws itself, painted over with the skin first."""
     ellipses: list[tuple[np.ndarray, float, float]] = []
     polygons: list[np.ndarray] = []
     sides = ((RIGHT_EYE_UPPER, RIGHT_EYE_LOWER, RIGHT_BROW), (LEFT_EYE_UPPER, LEFT_EYE_LOWER, LEFT_BROW))
@@ -652,21 +652,25 @@ def _features(sheet: Sheet, points: np.ndarray, unit: float) -> np.ndarray:
         eye = points[list(upper + lower)].astype(np.float64)
         width = float(np.linalg.norm(points[upper[0]] - points[upper[-1]]))
         ellipses.append((eye.mean(axis=0), FEATURE_EYE[0] * width, FEATURE_EYE[1] * width))
-        polygons.append(_brow_bands(points, brow, unit)[0])
+        polygons.append(_brow_band(points, brow))
     return sheet.mask(ellipses=tuple(ellipses), polygons=tuple(polygons), blur_px=0.05 * unit)
 
 
-def _brow_bands(points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float) -> tuple[np.ndarray, ...]:
-    """The polygons the photo's brow is painted over in, together: the mesh's brow scaled by ``BROW_ERASE`` about
-    its middle in the picture's x and y (a thick brow low over the eye: face_3's), and widened in the face's own
-    frame, ``BROW_PAD`` above, below (but ``BROW_EYE_GAP`` clear of the eye's lid, drawn before it) and past each
-    end. Why the second: on a tilted head the first thins to nothing at the brow's inner end, and where the mesh
-    sits above a thick brow the photo's showed under the drawn one, "a grey smudge eyebrow" (face_8, cmp43)."""
+def _brow_band(points: np.ndarray, pairs: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The polygon the photo's brow is painted over in: the mesh's brow scaled by ``BROW_ERASE`` about its middle."""
+    band = np.vstack([points[[a for a, _ in pairs]], points[[b for _, b in pairs]][::-1]]).astype(np.float64)
+    return np.asarray(band.mean(axis=0) + (band - band.mean(axis=0)) * np.array(BROW_ERASE))
+
+
+def _brow_frame_band(points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float) -> np.ndarray:
+    """The second polygon the photo's brow is painted over in: the mesh's brow widened in the face's own frame,
+    ``BROW_PAD`` above, below (but ``BROW_EYE_GAP`` clear of the eye's lid) and past each end. Why beside
+    ``_brow_band`` (which covers a thick brow low over the eye, face_3's): on a tilted head that band thins to nothing
+    at the brow's inner end, and where the mesh sits above a thick brow the photo's showed under the drawn one,
+    "a grey smudge eyebrow" (face_8, cmp43)."""
     up = _up(points)
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
-    scaled = np.vstack([upper, lower[::-1]])
-    scaled = scaled.mean(axis=0) + (scaled - scaled.mean(axis=0)) * np.array(BROW_ERASE)
     axis = upper[-1] - upper[0]
     axis /= max(float(np.linalg.norm(axis)), 1e-6)
     lids = [points[list(RIGHT_EYE_UPPER)], points[list(LEFT_EYE_UPPER)]]
@@ -678,7 +682,7 @@ def _brow_bands(points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: fl
     for edge in (upper, lower):
         edge[0] -= axis * past
         edge[-1] += axis * past
-    return scaled, np.vstack([upper, lower[::-1]])
+    return np.vstack([upper, lower[::-1]])
 
 
 def _masked_blur(values: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
@@ -1070,14 +1074,14 @@ def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
 def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,
           palette: Palette, *, glasses: bool, cover: np.ndarray) -> None:
     """A thin tapered brow a little above the photo's, which is painted over with the skin. The band painted over
-    reaches well below the mesh's brow (``_brow_bands``): at 1.6 its height a rater saw "faint photo eyebrows behind
+    reaches well below the mesh's brow (``BROW_ERASE``): at 1.6 its height a rater saw "faint photo eyebrows behind
     the drawn ones"; a glasses' frame under it, dark in the photo or as the style drew it, stays, and so does hair
     drawn crisp over the brow's tail (``cover``; painted over, it was a soft skin-coloured glow in the hair)."""
     upper = points[[a for a, _ in pairs]].astype(np.float64)
     lower = points[[b for _, b in pairs]].astype(np.float64)
     frames = _frames(sheet, luma, glasses, points)
-    scaled = _brow_bands(points, pairs, unit)[0]  # the other was painted over before the eyes (``draw_portrait``)
-    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(scaled,), blur_px=0.04 * unit), 0, 1) * frames
+    band = _brow_band(points, pairs)  # ``_brow_frame_band`` was painted over before the eyes (``draw_portrait``)
+    sheet.paint(palette.skin, np.clip(1.4 * sheet.mask(polygons=(band,), blur_px=0.04 * unit), 0, 1) * frames
                 * (1 - cover))
     centre = upper * 0.55 + lower * 0.45
     curve = _spline(centre, 5)

@@ -1,5 +1,5 @@
-"""Colour fringes: a thin line in a colour that neither side of it has, nor the photo there, is repainted in its
-neighbourhood's colour; its luma (the line itself) stays.
+"""Colour fringes: a thin line in a colour that neither side of it has, nor the photo there, is repainted in a shade
+of the photo's colour there, or a dark one brought to its sides' saturation; its luma (the line itself) stays.
 
 Why: the network draws an outline where the photo steps from one area to another, and at some steps it draws it in
 a colour of its own: a crimson rim around an ear against a white wall, an olive and magenta seam where a black cap
