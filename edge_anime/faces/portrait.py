@@ -853,8 +853,10 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     depth = NECK_SHADOW_DEPTH * unit * np.cos(np.pi / 2 * (t[middle] - 0.5) / NECK_SHADOW_SPAN)
     crescent = np.vstack([jaw[middle], (jaw[middle] - up * depth[:, None])[::-1]])
     shade_tone = palette.skin + (palette.shadow - palette.skin) * NECK_SHADOW_TONE
-    # hung from the jaw line itself: under the face's oval (1 - oval) it came out a band a strip below the line
-    sheet.paint(shade_tone, neck_skin * sheet.mask(polygons=(crescent,), blur_px=0.015 * unit))
+    # hung from the jaw line itself: under the face's oval (1 - oval) it came out a band a strip below the line, and on
+    # the neck's own test alone it started where the neck is in shade, "a stripe a little below the jaw" (face_1,
+    # cmp47: her neck is lit right under the chin, lighter than her cheeks); the skin's test covers that strip
+    sheet.paint(shade_tone, np.maximum(neck_skin, skin) * sheet.mask(polygons=(crescent,), blur_px=0.015 * unit))
     sheet.paint(palette.shadow * 0.62, 0.75 * sheet.mask(polygons=(_stroke(jaw, widths),)) * not_hair)  # not on hair
 
 
