@@ -116,8 +116,9 @@ NECK_SHADOW_DEPTH, NECK_SHADOW_SPAN, NECK_SHADOW_TONE = 0.35, 0.3, 0.6  # the ch
 # along the jaw (t from the chin), tone (0 skin, 1 the skin's shadow)
 NECK_HUE = 50.0  # degrees of CIELAB hue from the cheeks' at which the neck's paint has faded out (from 30)
 STRAND_PX = 0.18  # half the length of a strand line, along the hair's flow (u)
-FAIR_MIN_L = 60.0  # fair hair (within 25 CIELAB of the skin) this light (L*) is a blonde's: its crown is evened out
+FAIR_MIN_L = 60.0  # fair hair (within 25 CIELAB of the skin) this light (L*) is a blonde's: it is evened out
 FAIR_ABOVE = 0.6  # ... from this far above the head's centre (u; the hairline is at about 1) ...
+FAIR_BESIDE = 0.9  # ... and from this far beside it (u; its side hair), fully 0.2 further ...
 FAIR_CLOSE = 0.12  # ... over the hair's mask closed at this radius (u) ...
 FAIR_DROP = 6.0  # ... where the style painted it this many levels of luma darker than the hair's colour ...
 FAIR_SIGMA = 0.4  # ... its local colour a blur at this sigma (u)
@@ -533,10 +534,11 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
                       np.float32) / 255
     if mask.sum() < (0.3 * unit) ** 2:
         return False
-    if fair:  # it cannot be told from the neck and shoulders: left to the style, its crown evened out
+    if fair:  # it cannot be told from the neck and shoulders: left to the style, evened out above and beside the face
         if ref[0] >= FAIR_MIN_L:
-            top = np.clip(-along_up - FAIR_ABOVE, 0, 1) * (1 - face)
-            _even_out(sheet, mask, top * np.maximum(_hue_of(lab, ref), mask), unit)
+            crown = np.clip(-along_up - FAIR_ABOVE, 0, 1)
+            sides = np.clip((np.abs(across) - FAIR_BESIDE) / 0.2, 0, 1)
+            _even_out(sheet, mask, np.maximum(crown, sides) * (1 - face) * np.maximum(_hue_of(lab, ref), mask), unit)
         return False
     luma = np.uint8(np.clip(lab[..., 0] * 2.55, 0, 255))
     smooth = _masked_blur(lab[..., 0], mask, HAIR_SHADE_SIGMA * unit) * 2.55  # its own shading, not the background's
@@ -568,23 +570,26 @@ def _hue_of(lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def _even_out(sheet: Sheet, mask: np.ndarray, where: np.ndarray, unit: float) -> None:
-    """A blonde's crown as the style painted it, less its dark blots. Fair hair is left to the style (it cannot be
-    told from the neck), which paints the photo's darker roots at the parting as a brown blot with ink ticks: the
-    flaw raters named first on both blondes of ../shared/photos in every round. Pixels darker than the crown's hair
-    colour (the larger of its local and its median colour) by more than ``FAIR_DROP`` levels of luma are painted
-    that colour; the rest keeps the style's paint. The hair's mask has a hole where the roots are (too dark and
-    brown for the hair's colour): closed over ``FAIR_CLOSE``, then kept to ``where`` (above the hairline, off the
-    face, the hair's hue: a closed mask reached into the dark background above face_2's head)."""
+    """A blonde's hair as the style painted it, less its dark blots and streaks. Fair hair is left to the style (it
+    cannot be told from the neck), which paints the photo's darker roots at the parting as a brown blot with ink
+    ticks, and the shadows between strands down the sides as dark brown streaks: the flaws raters named first on
+    both blondes of ../shared/photos in every round ("dark streak noise through hair", cmp52 and cmp53, where a
+    picture without them was preferred on face_2 by both raters). Pixels darker than the hair's colour (the larger of
+    its local and its median colour) by more than ``FAIR_DROP`` levels of luma are painted that colour; the rest
+    keeps the style's paint. The hair's mask has a hole where the roots are (too dark and brown for the hair's
+    colour): closed over ``FAIR_CLOSE``, then kept to ``where`` (the crown above the hairline and the side hair
+    beside the face, ``FAIR_ABOVE`` and ``FAIR_BESIDE``; off the face, the hair's hue: a closed mask reached into the
+    dark background above face_2's head). The neck is out already: the hair's mask leaves it out (``_hair``)."""
     size = 2 * max(1, round(FAIR_CLOSE * unit)) + 1
     closed = Image.fromarray(np.uint8(np.clip(mask * 255, 0, 255))).filter(ImageFilter.MaxFilter(size))
-    crown = np.asarray(closed.filter(ImageFilter.MinFilter(size)), np.float32) / 255 * where
-    inside = crown > 0.5
+    hair = np.asarray(closed.filter(ImageFilter.MinFilter(size)), np.float32) / 255 * where
+    inside = hair > 0.5
     if not inside.any():
         return
-    local = np.stack([_masked_blur(sheet.rgb[..., c] / 2.55, crown, FAIR_SIGMA * unit) * 2.55 for c in range(3)],
+    local = np.stack([_masked_blur(sheet.rgb[..., c] / 2.55, hair, FAIR_SIGMA * unit) * 2.55 for c in range(3)],
                      axis=-1)
     colour = np.maximum(local, np.median(sheet.rgb[inside], axis=0))
-    lift = np.clip((colour @ LUMA - sheet.rgb @ LUMA - FAIR_DROP) / 8.0, 0, 1) * np.clip(crown * 3, 0, 1)
+    lift = np.clip((colour @ LUMA - sheet.rgb @ LUMA - FAIR_DROP) / 8.0, 0, 1) * np.clip(hair * 3, 0, 1)
     sheet.paint(colour, lift)
 
 
