@@ -43,7 +43,11 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    photos and rejected on 8 ("grainy", "speckled"; cmp24), and fails look.py besides (cast max 6.19, colours
    median 0.607, texture 0.387); cleaner (64 entries, read from the blur up to 14 levels instead of
    ``SMOOTH_LEVELS``: look.py's texture 0.28 -> 0.256, colours 0.59 -> 0.549) was preferred on 1, rejected on 2,
-   the same on 28 (cmp25). Left as they are.
+   the same on 28 (cmp25). Left as they are. A 5 x 5 median of the model's output where it is busy (the share of
+   edge pixels around a pixel 0.25-0.45, before step 0: foliage and blossom as flat clumps without the style's
+   dark squiggles; look.py's texture median 0.33 -> 0.26, colours 0.56 -> 0.52) was the same to two raters
+   (cmp52: all 2.98 -> 2.98, preferred on 4 photos, the old on 6, "soft mushy foliage"; cmp53: 3.03 -> 3.03, 6
+   to 7) and costs 0.5 s at 1024 x 768 (Pillow's median): left out (2026-12-05).
 5. **Calm areas.** Where the picture has few edges and the model's output is even around a pixel (a clear sky,
    still water, a wall), the paint becomes a gradient of itself: ``imaging.calm`` says how and why. Bands and
    blotches there were what raters named most on scenes; clouds, foliage and lines keep the paint of steps 3-4.
