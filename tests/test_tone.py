@@ -14,7 +14,7 @@ from PIL import Image
 
 from conftest import style_with
 from edge_anime.errors import ModelError
-from edge_anime.imaging.tone import ToneTrack, measure, restore_tone
+from edge_anime.imaging.tone import WHITE_DROP, ToneTrack, keep_whites, measure, restore_tone
 from edge_anime.models import MANIFEST_NAME, ToneSpec, load_model_info
 
 CONTRAST_MIN = 0.8  # issue 27: L* std out / in on every photo
@@ -95,17 +95,52 @@ def _strong_style(photo: np.ndarray) -> np.ndarray:
 
 
 def test_an_output_with_the_photos_contrast_and_grey_greys_is_left_unchanged() -> None:
+    """Steps 1-3 (step 4 is below: the strong style's bands darken the white wall)."""
     photo = sky_photo()
     for out in (_strong_style(photo), photo.copy()):
-        assert np.array_equal(restore_tone(out, photo), out)
+        assert np.array_equal(restore_tone(out, photo, whites=False), out)
+    assert np.array_equal(restore_tone(photo.copy(), photo), photo), "the photo itself keeps its whites"
 
 
 def test_a_dark_contrasty_output_is_never_lightened_or_flattened() -> None:
+    """Steps 1-3; step 4 lightens its white wall only (``test_a_dingy_white_comes_back_white``)."""
     photo = sky_photo()
     dark = np.clip(photo.astype(np.int16) * 11 // 10 - 40, 0, 255).astype(np.uint8)  # darker, more contrast
     stats = measure(dark, photo)
     assert stats.ratio > 1.0 and stats.out_mean < stats.photo_mean - 5
-    assert np.array_equal(restore_tone(dark, photo), dark)
+    assert np.array_equal(restore_tone(dark, photo, whites=False), dark)
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    return rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+
+
+def test_a_dingy_white_comes_back_white() -> None:
+    """Step 4: the style paints a white cloud or wall a dingy light grey (raters: "a yellowish stain in the cloud",
+    "sky washed grey"). The dark output's white wall (the photo's 243, painted ~227 and a little blue) comes back
+    to within ``WHITE_DROP`` of the photo's luma, its hue kept; nothing else moves, and an output already as light
+    as the photo there is left as it is."""
+    photo = sky_photo()
+    dark = np.clip(photo.astype(np.int16) * 11 // 10 - 40, 0, 255).astype(np.uint8)
+    dark[..., 2] = np.clip(dark[..., 2].astype(np.int16) + 6, 0, 255)  # a bluish grey, to see the hue kept
+    height, width = photo.shape[:2]
+    wall = np.zeros(photo.shape[:2], bool)
+    wall[height // 2 + 2: height * 7 // 8 - 2, width // 4 + 2: width * 5 // 8 - 2] = True  # off its 3 x 3 rim
+    fixed = keep_whites(dark, photo)
+    drop = _luma(photo[wall]).mean() - _luma(fixed[wall]).mean()  # light, not grain: the step compares 3 x 3 means
+    assert 0 <= drop <= WHITE_DROP + 0.5, drop
+    assert _luma(photo[wall]).mean() - _luma(dark[wall]).mean() > WHITE_DROP + 8, "the wall really was dingy"
+    before, after = dark[wall].astype(np.int16), fixed[wall].astype(np.int16)
+    clear = np.abs(before[:, 2] - before[:, 0]) >= 2  # each channel moves the same share of its way to white
+    assert (np.sign(after[clear, 2] - after[clear, 0]) == np.sign(before[clear, 2] - before[clear, 0])).all()
+    assert after[:, 2].mean() > after[:, 0].mean() + 2, "a bluish grey stays bluish"
+    sky_and_ground = np.ones_like(wall)
+    sky_and_ground[height // 2 - 2: height * 7 // 8 + 2, width // 4 - 2: width * 5 // 8 + 2] = False
+    assert np.array_equal(fixed[sky_and_ground], dark[sky_and_ground]), "only the photo's whites move"
+    assert keep_whites(photo, photo) is photo, "an output as light as the photo's whites is left as it is"
+    assert keep_whites(dark, photo, strength=0.0) is dark
+    half = keep_whites(dark, photo, strength=0.5)
+    assert (_luma(half[wall]) < _luma(fixed[wall])).all() and (_luma(half[wall]) > _luma(dark[wall])).all()
 
 
 def test_strength_zero_is_the_identity_and_strength_scales_the_repair() -> None:

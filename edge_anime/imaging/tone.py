@@ -25,19 +25,28 @@ model's output with the photo exactly as it was fed to the model and repairs onl
    kept less than half its chroma at about the same lightness (a sign's green stripe painted grey), the
    photo's colour comes back under the output's luma. Only such pixels change.
 
-``strength`` (0..1) scales all three: the stretch's gain and mean shift, the share of a cast removed (the
-pull is raised by the stretch's gain, so the cast left is never larger than before) and the weight of a lost
-colour's return. 0 is the identity. The
+4. **Whites** (``keep_whites``, after step 2's curve): where the photo is near white (its luma, a 3 x 3 mean, from
+   ``WHITE_FROM`` and fully from ``WHITE_FULL``) the output is lightened toward white until it is at most
+   ``WHITE_DROP`` levels of luma darker than the photo there; its hue stays (each channel moves the same share of
+   its way to 255). The style paints a white cloud, a pale sky or blossom a dingy light grey (230 where the photo
+   is 247), and blind raters named it on scenes as "a yellowish stain in the cloud", "sky washed grey", "clouds
+   greyish" (issue 41, five raters, 2026-12-05). Only the photo's near-white pixels are touched; pictures only
+   (a clip keeps the guard it had: ``ToneTrack``).
+
+``strength`` (0..1) scales all four: the stretch's gain and mean shift, the share of a cast removed (the
+pull is raised by the stretch's gain, so the cast left is never larger than before), the weight of a lost
+colour's return and the share of a white's lift. 0 is the identity. The
 result is deterministic; the input arrays are never modified.
 
-Cost (benchmarks/tone.py, docs/design.md): a few ms at 1024 x 768; both steps are bounded by one pass of
-table look-ups over the output plus float work on the photo's neutral pixels only.
+Cost (benchmarks/tone.py, docs/design.md): a few ms at 1024 x 768; the steps are bounded by one pass of
+table look-ups over the output plus float work on the photo's neutral (step 1) and near-white (step 4) pixels only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import Image, ImageFilter
 
 from .hues import restore_hues
 
@@ -52,6 +61,9 @@ PAINT_FULL = 64          # output's max - min up to which a cast on a neutral pi
 PAINT_KEEP = 128         # ... and from which the output's colour is taken as deliberate paint and kept
 CAST_SKIP = 0.5          # step 2 skips when the output's neutral sample is at most this much less grey (levels)
 LUMA_WEIGHTS = (77, 150, 29)  # BT.601 luma in 1/256ths: the u8 grey a pixel reads as
+WHITE_FROM = 222         # step 4: the photo's luma (u8, a 3 x 3 mean) from which a pixel counts as white ...
+WHITE_FULL = 236         # ... and from which fully (L* about 89 and 94)
+WHITE_DROP = 4           # ... where the output may be at most this many levels of luma darker than the photo
 
 
 def _srgb_to_lstar(values: np.ndarray) -> np.ndarray:
@@ -217,11 +229,21 @@ def pull_neutrals(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.
     return result
 
 
+def _mean_luma(rgb: np.ndarray) -> np.ndarray:
+    """BT.601 luma (Pillow's L, in C) averaged over 3 x 3 (u8): step 4 compares the two pictures' light, not their
+    grain, so the photo's sensor noise is not painted into the output and an output as light as the photo is left
+    exactly as it is."""
+    image = Image.fromarray(np.ascontiguousarray(rgb)).convert("L")
+    luma: np.ndarray = np.asarray(image.filter(ImageFilter.BoxBlur(1)))
+    return luma
+
+
 def restore_tone(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0, neutral: bool = True,
-                 hues: bool = True, tone: ToneMap | None = None, stats: ToneStats | None = None) -> np.ndarray:
+                 hues: bool = True, whites: bool = True, tone: ToneMap | None = None, stats: ToneStats | None = None
+                 ) -> np.ndarray:
     """The guard: ``output`` (H x W x 3 u8, the model's) repaired against ``photo`` (the picture as fed to the
     model, same size). ``tone`` overrides the range step's map (a clip's smoothed one, ``ToneTrack``);
-    ``stats`` are ``measure(output, photo)`` when the caller has them already; ``hues``: step 3.
+    ``stats`` are ``measure(output, photo)`` when the caller has them already; ``hues``: step 3; ``whites``: step 4.
     Returns ``output`` itself when nothing needed repair, else a new array."""
     if output.shape != photo.shape or output.ndim != 3 or output.shape[2] != 3:
         raise ValueError(f"tone guard: output {output.shape} and photo {photo.shape} must both be H x W x 3")
@@ -239,7 +261,33 @@ def restore_tone(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0
         result = pull_neutrals(output, photo, strength=pull, reach=tone.gain)
     if hues:
         result = restore_hues(result, photo, strength=strength)  # step 3: a colour the style lost
-    return apply_range(result, tone)
+    result = apply_range(result, tone)
+    if whites:
+        result = keep_whites(result, photo, strength=strength)  # step 4: after the curve, against the photo's whites
+    return result
+
+
+def keep_whites(output: np.ndarray, photo: np.ndarray, *, strength: float = 1.0) -> np.ndarray:
+    """The output lightened toward white where the photo is near white (module doc, step 4). Works on the photo's
+    near-white pixels only, so its cost follows how much of the picture is white. Returns a new array, or
+    ``output`` itself when nothing is to be done."""
+    if strength <= 0:
+        return output
+    luma = _mean_luma(photo)
+    candidates = np.flatnonzero(luma.reshape(-1) > WHITE_FROM)
+    if candidates.size == 0:
+        return output
+    white = luma.reshape(-1)[candidates].astype(np.float32)
+    shade = _mean_luma(output).reshape(-1)[candidates].astype(np.float32)
+    picked = output.reshape(-1, 3)[candidates].astype(np.float32)
+    weight = np.clip((white - WHITE_FROM) / (WHITE_FULL - WHITE_FROM), 0.0, 1.0) * np.float32(strength)
+    share = np.clip((white - WHITE_DROP - shade) / np.maximum(255.0 - shade, 1.0), 0.0, 1.0) * weight
+    if not share.any():
+        return output
+    picked += (255.0 - picked) * share[:, None]
+    result: np.ndarray = output.copy()
+    result.reshape(-1, 3)[candidates] = np.rint(picked).astype(np.uint8)  # within 0..255: a mix with white
+    return result
 
 
 class ToneTrack:
@@ -266,5 +314,6 @@ class ToneTrack:
         stats = measure(output, photo)
         fresh = plan_range(output, stats, strength=self.strength)
         self._map = fresh if self._map is None else self._map.blend(fresh, self.weight)
-        return restore_tone(output, photo, strength=self.strength, neutral=self.neutral, hues=False, tone=self._map,
-                            stats=stats)  # no lost colours: their hard mask, found per frame, would flicker
+        return restore_tone(output, photo, strength=self.strength, neutral=self.neutral, hues=False, whites=False,
+                            tone=self._map, stats=stats)  # no lost colours: their hard mask, found per frame, would
+        # flicker; no whites: rated on pictures only
