@@ -314,6 +314,6 @@ class ToneTrack:
         stats = measure(output, photo)
         fresh = plan_range(output, stats, strength=self.strength)
         self._map = fresh if self._map is None else self._map.blend(fresh, self.weight)
+        # no lost colours: their hard mask, found per frame, would flicker; no whites: rated on pictures only
         return restore_tone(output, photo, strength=self.strength, neutral=self.neutral, hues=False, whites=False,
-                            tone=self._map, stats=stats)  # no lost colours: their hard mask, found per frame, would
-        # flicker; no whites: rated on pictures only
+                            tone=self._map, stats=stats)
