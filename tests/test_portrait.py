@@ -391,6 +391,39 @@ def _lift_stays_off_face_and_neck(mesh: FaceMesh, drawn: np.ndarray, plain: np.n
     assert not changed[chin:, int(left):int(right) + 1].any(), "the lift reached the neck"
 
 
+def test_the_forehead_under_a_cap_s_brim_is_painted_as_skin(models: tuple[FaceDetector, FaceLandmarker],
+                                                             shared_photos: Path, monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """Under a cap (face_8's), the strip of forehead between the mesh's oval and the brim is skin in the brim's shade,
+    darker and redder than the cheeks: the skin's test left it half painted and the style's tan showed through, "a
+    brown smudge under the cap brim" (four raters of seven). Drawn on the photo itself, most of that strip now
+    changes (painted in the skin's tones), and nothing changes outside the band (``CAP_BAND``) or below the eyes."""
+    rgb = _shared(shared_photos, "face_8")
+    mesh = _mesh(models, rgb)
+    drawn, plain = rgb.copy(), rgb.copy()
+    portrait.draw_portrait(drawn, rgb, mesh.points)
+    with monkeypatch.context() as patch:
+        patch.setattr(portrait, "CAP_BAND", 1.0)  # the band is the oval itself: nothing beyond it
+        portrait.draw_portrait(plain, rgb, mesh.points)
+    ring = mesh.points[list(portrait.FACE_OVAL)]
+    centre = ring.mean(axis=0)
+
+    def inside(scale: float) -> np.ndarray:
+        canvas = Image.new("L", (rgb.shape[1], rgb.shape[0]), 0)
+        ImageDraw.Draw(canvas).polygon([(float(x), float(y)) for x, y in centre + (ring - centre) * scale], fill=255)
+        return np.asarray(canvas) > 0
+
+    eyes = int(mesh.points[[159, 386], 1].mean())
+    lit = np.asarray(Image.fromarray(rgb).convert("L")) > 100  # skin, not the black brim
+    strip = inside(1.2) & ~inside(1.0) & lit
+    strip[eyes:] = False
+    changed = np.abs(drawn.astype(np.int16) - plain).max(axis=2) > 0
+    assert strip.sum() > 50, strip.sum()
+    assert changed[strip].mean() > 0.5, changed[strip].mean()
+    assert not changed[~inside(1.3)].any(), "the band reached beyond the face's oval scaled 1.25"
+    assert not changed[eyes + 1:].any(), "the band reached below the eyes"
+
+
 def test_fair_but_darker_hair_keeps_its_dark_marks(models: tuple[FaceDetector, FaceLandmarker], shared_photos: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Hair as near the skin's colour but darker than ``FAIR_MIN_L`` keeps what the style drew: there the dark marks
