@@ -770,7 +770,7 @@ def _skin(sheet: Sheet, lab: np.ndarray, points: np.ndarray, unit: float, palett
     """The skin in flat cel tones (light, base, shadow from the photo's smoothed shading): in the face's oval and
     on the ears, neck and hands near it where the photo is skin (bangs, glasses and dark hair keep the picture's
     own drawing), and below the eyes also over stubble and creases (a painted face with a photo's wrinkles read as
-    a mask); then the blush."""
+    a mask); with ``capped`` (``_hair`` drew a cap) also the forehead in its brim's shade; then the blush."""
     ring = points[list(FACE_OVAL)]
     centre, up = ring.mean(axis=0), _up(points)
     oval = sheet.mask(polygons=(centre + (ring - centre) * 0.97,), blur_px=0.06 * unit)
