@@ -61,7 +61,11 @@ APP_NAME = "edge-anime"  # the Serve application: one `serve --ray` per cluster 
 DEPLOYMENT_NAME = "EdgeAnime"
 REPLICA_HEADER = b"x-edge-anime-replica"
 STYLE_FAILED = "edge-anime style unavailable: "  # marks the reason in Ray's deploy error (a traceback)
-STATUS_POLL_SECONDS = 2.0  # how often the replica count is read for the log and systemd's STATUS
+# How often the replica count is read for the log and systemd's STATUS. A lost replica shows as one fewer
+# RUNNING only from when Serve's health check sees it (within its 10 s period) until the replacement has compiled
+# its style: under 2 s with a warm model cache, so a 2 s poll could miss the loss altogether (CI, stop 59). One
+# `serve.status()` is a call to Serve's controller of a few ms.
+STATUS_POLL_SECONDS = 0.5
 CONSTRUCTOR_RETRIES = 3  # replica starts that may fail in a row before the deploy is failed
 EXIT_CLUSTER_UNAVAILABLE = EXIT_TEMPFAIL  # the cluster may be up later; systemd may restart us
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
