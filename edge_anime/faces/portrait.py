@@ -376,9 +376,9 @@ class Sheet:
     def along(self, point: np.ndarray, direction: np.ndarray) -> np.ndarray:
         """Each pixel's offset from ``point`` (canvas px) along ``direction`` (a unit vector): how far up the face,
         below the eyes or above the brows a pixel lies."""
-        yy, xx = np.mgrid[0:self.height, 0:self.width].astype(np.float32)
-        offset: np.ndarray = ((xx + self.origin[0] - point[0]) * direction[0]
-                              + (yy + self.origin[1] - point[1]) * direction[1])
+        across = (np.arange(self.width, dtype=np.float32) + np.float32(self.origin[0] - point[0])) * direction[0]
+        down = (np.arange(self.height, dtype=np.float32) + np.float32(self.origin[1] - point[1])) * direction[1]
+        offset: np.ndarray = (across[None, :] + down[:, None]).astype(np.float32)  # one row and one column, summed
         return offset
 
     def around(self, pts: np.ndarray, margin: float, *aligned: np.ndarray) -> tuple[Sheet, tuple[np.ndarray, ...]]:
