@@ -101,6 +101,29 @@ def test_one_face_in_each_face_photo(detector: FaceDetector, shared_photos: Path
         assert right_eye[0] < left_eye[0], f"{name}: the subject's right eye is on the picture's left"
 
 
+def test_small_faces_in_the_corners_across_tiles_and_cut_by_the_edge(detector: FaceDetector,
+                                                                     shared_photos: Path) -> None:
+    """Faces of 36 px, under the whole view's reach, are found by the 288 px tiles (portrait_min_px 24) cropped from
+    one resize of the picture: in a corner, flush with the right edge, across a tile's border, and one cut by the
+    bottom edge, which the last tile ends within a pixel of (it must count as the picture's edge, not a tile's)."""
+    width, height = 1024, 683
+    canvas = synthetic_photo(width, height, seed=3).copy()
+    truth = []
+    for name, (x, y) in (("face_7.jpg", (0, 0)), ("face_1.jpg", (width - 72, height - 72)),
+                         ("face_4.jpg", (width - 72, 300)), ("face_8.jpg", (170, 180)),
+                         ("face_3.jpg", (420, height - 46))):
+        x0, y0, x1, y1 = FACE_BOXES[name]
+        half = (x1 - x0) // 2
+        with Image.open(shared_photos / name) as photo:  # the face box at 36 px in a 72 px square
+            part = photo.convert("RGB").crop((x0 - half, y0 - half, x1 + half, y1 + half)).resize(
+                (72, 72), Image.Resampling.LANCZOS)
+        canvas.paste(part, (x, y))
+        truth.append((x + 18.0, y + 18.0, x + 54.0, min(y + 54.0, height)))
+    faces = detector.detect(np.asarray(canvas), min_px=24)
+    hits, extra = match(truth, [face.box for face in faces], min_iou=0.4)
+    assert hits == [True] * len(truth) and extra == 0, ([face.box for face in faces], truth)
+
+
 @pytest.mark.slow
 def test_recall_on_group_shots_and_no_false_faces_on_scenes(detector: FaceDetector, shared_photos: Path) -> None:
     found = total = false = photos = 0
