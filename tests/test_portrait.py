@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 
 from edge_anime import Stylizer
 from edge_anime.config import Config, DeviceSection, load_config
@@ -609,3 +609,14 @@ def test_a_grin_is_drawn_with_shut_eyes_and_an_open_mouth(models: tuple[FaceDete
         assert _near(eye, portrait.EYE_WHITE, 12) == 0, "a grin's narrowed eyes are drawn shut, not staring"
     mouth = canvas[_eye_box(mesh, portrait.LIPS_INNER_UPPER, portrait.LIPS_INNER_LOWER, 0.05 * unit)]
     assert _near(mouth, portrait.TEETH, 10) > 10, "the grin keeps its teeth"
+
+
+@pytest.mark.parametrize("size", [3, 5, 11])
+def test_the_square_filter_is_pillow_s_max_and_min_filter(size: int) -> None:
+    """The blonde's closing (``_even_out``) runs on a separable max / min: the same values as Pillow's rank filters,
+    edges included, on odd shapes and a mask of scattered levels."""
+    rng = np.random.default_rng(size)
+    values = (rng.random((37, 61)) > 0.6).astype(np.uint8) * rng.integers(0, 256, (37, 61)).astype(np.uint8)
+    for pick, pillow in ((np.maximum, ImageFilter.MaxFilter(size)), (np.minimum, ImageFilter.MinFilter(size))):
+        expected = np.asarray(Image.fromarray(values).filter(pillow))
+        np.testing.assert_array_equal(portrait._square_filter(values, size, pick), expected)

@@ -15,6 +15,7 @@ same drawing serves a 64 px face in a group shot (drawn in its restyle crop) and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -574,6 +575,25 @@ def _hue_of(lab: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.asarray(np.clip((np.cos(hue) - 0.6) / 0.2, 0, 1) * coloured, np.float32)
 
 
+def _square_filter(values: np.ndarray, size: int, pick: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                   ) -> np.ndarray:
+    """The max (``pick=np.maximum``) or min of every ``size`` x ``size`` square, edges extended: Pillow's MaxFilter
+    and MinFilter to the value, row by row then column by column. Pillow ranks the whole square at every pixel: a
+    closing at 11 px took 41 ms at 250 x 250 px, this 1.4 ms."""
+    reach = size // 2
+    out = values
+    for axis in (0, 1):
+        pad = [(0, 0), (0, 0)]
+        pad[axis] = (reach, reach)
+        padded = np.pad(out, pad, mode="edge")
+        length = out.shape[axis]
+        result = padded.take(range(length), axis=axis)
+        for shift in range(1, size):
+            result = pick(result, padded.take(range(shift, shift + length), axis=axis))
+        out = result
+    return out
+
+
 def _even_out(sheet: Sheet, mask: np.ndarray, where: np.ndarray, unit: float) -> None:
     """A blonde's hair as the style painted it, less its dark blots and streaks. Fair hair is left to the style (it
     cannot be told from the neck), which paints the photo's darker roots at the parting as a brown blot with ink
@@ -586,8 +606,8 @@ def _even_out(sheet: Sheet, mask: np.ndarray, where: np.ndarray, unit: float) ->
     beside the face, ``FAIR_ABOVE`` and ``FAIR_BESIDE``; off the face, the hair's hue: a closed mask reached into the
     dark background above face_2's head). The neck is out already: the hair's mask leaves it out (``_hair``)."""
     size = 2 * max(1, round(FAIR_CLOSE * unit)) + 1
-    closed = Image.fromarray(np.uint8(np.clip(mask * 255, 0, 255))).filter(ImageFilter.MaxFilter(size))
-    hair = np.asarray(closed.filter(ImageFilter.MinFilter(size)), np.float32) / 255 * where
+    closed = _square_filter(_square_filter(np.uint8(np.clip(mask * 255, 0, 255)), size, np.maximum), size, np.minimum)
+    hair = closed.astype(np.float32) / 255 * where
     inside = hair > 0.5
     if not inside.any():
         return
