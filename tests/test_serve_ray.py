@@ -170,13 +170,13 @@ def test_sighup_redeploys_the_changed_config_and_a_bad_one_changes_nothing(serve
     data["ray"]["serve"]["num_replicas"] = 1
     served.config.write_text(yaml.safe_dump(data), encoding="utf-8")
     served.proc.send_signal(signal.SIGHUP)
-    served.wait_until_said("reload: redeploying edge-anime", 10)
+    served.wait_until_said("reload: redeploying edge-anime", scaled(10))
     served.wait_until_said("1 of 1 replicas running", READY_DEADLINE_S)
     assert served.stylize()[0] == 200, served.said()
 
     served.config.write_text(good.replace("max_side: 64", "max_side: -5"), encoding="utf-8")
     served.proc.send_signal(signal.SIGHUP)
-    served.wait_until_said("reload failed, still serving the previous config", 10)
+    served.wait_until_said("reload failed, still serving the previous config", scaled(10))
     assert "image.max_side" in served.said().split("reload failed, still serving the previous config")[1]
     statuses = [served.stylize(seed=i)[0] for i in range(3)]
     assert statuses == [200, 200, 200], (statuses, served.said())
