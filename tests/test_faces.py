@@ -103,9 +103,9 @@ def test_one_face_in_each_face_photo(detector: FaceDetector, shared_photos: Path
 
 def test_small_faces_in_the_corners_across_tiles_and_cut_by_the_edge(detector: FaceDetector,
                                                                      shared_photos: Path) -> None:
-    """Faces of 36 px, under the whole view's reach, are found by the 288 px tiles (portrait_min_px 24) cropped from
-    one resize of the picture: in a corner, flush with the right edge, across a tile's border, and one cut by the
-    bottom edge, which the last tile ends within a pixel of (it must count as the picture's edge, not a tile's)."""
+    """Faces of 36 px, under the whole view's reach, are found by the 288 px tiles (portrait_min_px 24): in a corner,
+    flush with the right edge, across a tile's border, and one cut by the bottom edge, where the last tile's edge is
+    the picture's (a tile's inner edge drops what it cuts; the picture's must not)."""
     width, height = 1024, 683
     canvas = synthetic_photo(width, height, seed=3).copy()
     truth = []

@@ -124,40 +124,26 @@ class FaceDetector:
 
     def detect(self, rgb: np.ndarray, *, min_px: int) -> list[Face]:
         height, width = rgb.shape[:2]
-        n = self.spec.input_px
-        whole, *tiles = views(width, height, min_px)
-        found = [self._window(letterbox(rgb, n), 0.0, 0.0, whole[2])]
-        if tiles:
-            # Every tile has one side, so one resize of the picture serves them all: each tile cropped from it
-            # instead of resized on its own (20 tiles of a 1024 px picture at portrait_min_px 24: ~14 ms of 70).
-            side = tiles[0][2]
-            scale = n / side
-            small = np.asarray(Image.fromarray(np.ascontiguousarray(rgb)).resize(
-                (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.BILINEAR))
-            for x0, y0, _ in tiles:
-                sx, sy = (min(round(start * scale), max(0, extent - n))
-                          for start, extent in ((x0, small.shape[1]), (y0, small.shape[0])))
-                square = np.zeros((n, n, 3), np.uint8)  # black beyond the picture's edge, as letterbox
-                part = small[sy:sy + n, sx:sx + n]
-                square[:part.shape[0], :part.shape[1]] = part
-                left, top = sx / scale, sy / scale  # the tile's corner in picture px (within a pixel of x0, y0)
-                found.append(_uncut(self._window(square, left, top, side), left, top, side, width, height,
-                                    slack=1 / scale))
-        all_scores = np.concatenate([scores for _, _, scores in found])
+        boxes, marks, scores = [], [], []
+        for x0, y0, side in views(width, height, min_px):
+            found = self._view(rgb, x0, y0, side)
+            if side < max(width, height):
+                found = _uncut(found, x0, y0, side, width, height)
+            boxes.append(found[0])
+            marks.append(found[1])
+            scores.append(found[2])
+        all_scores = np.concatenate(scores)
         if not all_scores.size:
             return []
-        merged = weighted_nms(np.concatenate([boxes for boxes, _, _ in found]),
-                              np.concatenate([marks for _, marks, _ in found]), all_scores,
-                              threshold=self.spec.nms_iou)
+        merged = weighted_nms(np.concatenate(boxes), np.concatenate(marks), all_scores, threshold=self.spec.nms_iou)
         faces = [Face((float(box[0]), float(box[1]), float(box[2]), float(box[3])), landmarks, score)
                  for box, landmarks, score in merged]
         return sorted((f for f in faces if f.size >= min_px), key=lambda f: -f.size)
 
-    def _window(self, square: np.ndarray, x0: float, y0: float, side: float
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Detections in ``square`` (the detector's input), which shows the picture's window (x0, y0, side), in
-        picture px."""
+    def _view(self, rgb: np.ndarray, x0: int, y0: int, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Detections in the square window (x0, y0, side) of the picture, black beyond its edges, in picture px."""
         n = self.spec.input_px
+        square = letterbox(rgb[y0:y0 + side, x0:x0 + side], n, scale=n / side)
         boxes, landmarks, scores = decode(self.engine.infer(square), self.anchors, n)
         keep = scores > self.spec.score_min
         offset = np.array([x0, y0], dtype=np.float32)
@@ -207,21 +193,19 @@ def _starts(length: int, tile: int, step: int) -> list[int]:
     return starts
 
 
-def _uncut(found: tuple[np.ndarray, np.ndarray, np.ndarray], x0: float, y0: float, side: float, width: int,
-           height: int, *, slack: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Only the boxes no inner edge of the tile cuts (an edge that is also the picture's cuts nothing; within
-    ``slack`` px of the picture's edge counts as on it: a tile cropped from the resized picture ends within one of
-    its pixels of the edge)."""
+def _uncut(found: tuple[np.ndarray, np.ndarray, np.ndarray], x0: int, y0: int, side: int, width: int,
+           height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Only the boxes no inner edge of the tile cuts (an edge that is also the picture's cuts nothing)."""
     boxes = found[0]
     margin = EDGE_MARGIN * side
     keep = np.ones(len(boxes), bool)
-    if x0 > slack:
+    if x0 > 0:
         keep &= boxes[:, 0] > x0 + margin
-    if y0 > slack:
+    if y0 > 0:
         keep &= boxes[:, 1] > y0 + margin
-    if x0 + side < width - slack:
+    if x0 + side < width:
         keep &= boxes[:, 2] < x0 + side - margin
-    if y0 + side < height - slack:
+    if y0 + side < height:
         keep &= boxes[:, 3] < y0 + side - margin
     return found[0][keep], found[1][keep], found[2][keep]
 
