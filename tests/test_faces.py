@@ -338,6 +338,29 @@ def test_a_track_damps_the_detectors_jitter_and_holds_a_missed_face() -> None:
     assert [round(f.size) for f in two] == [150, 100]  # a new face starts at once, largest first
 
 
+def test_a_track_keeps_its_number_and_a_new_face_gets_another(write_config: Callable[..., Path], random_ir: Path,
+                                                              tmp_path: Path) -> None:
+    """The portrait keeps a tracked face's choices by its number (``portrait.Held``): the same face keeps it from frame
+    to frame, a new face or a new clip's gets one never used, and a still picture's face has none (and no choices
+    kept). The restyler hands the same choices to the same number, none to a still face."""
+    track, other = FaceTrack(), FaceTrack()
+    (first,) = track.update([_face_at(200, 100)])
+    (again,) = track.update([_face_at(203, 98)])
+    both = track.update([_face_at(205, 101), _face_at(500, 300, size=150)])
+    (elsewhere,) = other.update([_face_at(200, 100)])
+    assert first.track is not None and again.track == first.track
+    assert {f.track for f in both} == {first.track, both[0].track} and both[0].track != first.track
+    assert elsewhere.track not in {first.track, both[0].track}
+    assert _face_at(200, 100).track is None and first.scaled(2.0, 2.0).track == first.track
+    config = load_config(_config(write_config, tmp_path, random_ir, portrait="auto"))
+    with Stylizer(config) as stylizer:
+        restyler = next(iter(stylizer._compiled.values())).pipeline.faces
+        assert isinstance(restyler, FaceRestyler)
+        held = restyler._held_for(first)
+        assert held is not None and restyler._held_for(again) is held and restyler._held_for(both[0]) is not held
+        assert restyler._held_for(_face_at(200, 100)) is None
+
+
 @pytest.mark.slow
 def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..., Path], narrow_ir: Path,
                                                        tmp_path: Path, shared_photos: Path) -> None:

@@ -52,6 +52,7 @@ class Face:
     box: tuple[float, float, float, float]
     landmarks: np.ndarray  # 6 x 2 (x, y)
     score: float
+    track: int | None = None  # the same number on every frame of a clip where it is the same face (faces.track)
 
     @property
     def size(self) -> float:
@@ -63,7 +64,7 @@ class Face:
         the model saw (an upscale back to the original size)."""
         x0, y0, x1, y1 = self.box
         factor = np.array([sx, sy], dtype=np.float32)
-        return Face((x0 * sx, y0 * sy, x1 * sx, y1 * sy), self.landmarks * factor, self.score)
+        return Face((x0 * sx, y0 * sy, x1 * sx, y1 * sy), self.landmarks * factor, self.score, self.track)
 
     def xywh(self, width: int, height: int) -> tuple[int, int, int, int]:
         """The box within a ``width`` x ``height`` picture, as whole pixels (x, y, w, h): what

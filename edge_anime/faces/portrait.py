@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -168,10 +168,44 @@ class Palette:
     colour: float  # 0-1: how much redder the photo's lips are than its cheeks (lipstick ~1, bare lips ~0)
 
 
-def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> tuple[int, int, int, int] | None:
+@dataclass
+class Held:
+    """The portrait's yes/no choices for one face across a clip's frames (hair drawn or not, strands or a cap, eyes
+    shut, glasses), so a face is not drawn one way in a frame and the other way in the next. Each choice is made on
+    a measure against its line, and several faces sit near theirs: with the camera shaking by up to 0.6 px, a still
+    photo's face_3 had its hair drawn and left to the style by turns (11 changes in 20 frames) and face_5's drawn
+    with strands and as a cap (8); held, 0 and 0. Once made, a choice changes only when its measure is past its
+    line by a margin (``MARGINS``): a real change (a hat put on, a grin) still goes through within a frame or two."""
+
+    said: dict[str, bool] = field(default_factory=dict)
+
+
+# Each choice's margin, in its measure's units (``_past``): the samples off the skin that make hair (of 150 at the
+# drawing's scale), the hair's CIELAB distance from the skin, the hair mask's area (a share of its line), the
+# strands' fine detail (L*), the share of skin in the eyes' openings, the glasses' darkest frame against its line (L*)
+MARGINS = {"hair": 6.0, "dark hair": 2.0, "hair mass": 0.25, "strands": 0.3, "shut": 0.05, "bare": 3.0}
+
+
+def _past(held: Held | None, choice: str, value: float, line: float, *, strict: bool = False) -> bool:
+    """Whether ``value`` is at or past ``line`` (past it, with ``strict``); with ``held``, a choice made before for
+    this face stays unless ``value`` is past the line the other way by ``MARGINS[choice]`` (the mass's margin is a
+    share of its line)."""
+    margin = MARGINS[choice] * (abs(line) if choice == "hair mass" else 1.0)
+    before = held.said.get(choice) if held is not None else None
+    if before is not None:
+        line = line - margin if before else line + margin
+    now = value > line if strict else value >= line
+    if held is not None:
+        held.said[choice] = now
+    return now
+
+
+def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray, held: Held | None = None
+                  ) -> tuple[int, int, int, int] | None:
     """Draw the face whose 468 landmarks (x, y in ``canvas`` pixels) are ``points`` onto ``canvas`` (the stylized
     picture or a face's stylized crop, H x W x 3 u8, changed in place); ``photo`` is the same view of the photo.
-    Returns the pixels changed (x0, y0, x1, y1), or None when the face is too small or off the canvas."""
+    ``held``: the face's choices in the clip's frames so far (a still picture has none). Returns the pixels changed
+    (x0, y0, x1, y1), or None when the face is too small or off the canvas."""
     unit = float(np.linalg.norm(_centre(points, RIGHT_EYE_UPPER + RIGHT_EYE_LOWER)
                                 - _centre(points, LEFT_EYE_UPPER + LEFT_EYE_LOWER)))
     if unit < 6 or points.shape != (N_POINTS, 2):
@@ -186,9 +220,10 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
     luma = np.asarray(Image.fromarray(np.ascontiguousarray(local_photo)).convert("L"), np.float32) * (100 / 255)
     # without glasses, nothing dark around the eyes and brows is a frame to keep: the photo's brows, lashes and lid
     # shadows are painted over whatever their darkness (face_3's black brows stayed beside the drawn ones)
-    glasses = _glasses(luma, points - (x0, y0), unit)
-    cover = _masses(sheet, local_photo, points, unit, palette, glasses=glasses)
-    shut = _squint(local_photo, points - (x0, y0), palette) > SQUINT  # both eyes or neither: no stray wink
+    glasses = _glasses(luma, points - (x0, y0), unit, held)
+    cover = _masses(sheet, local_photo, points, unit, palette, glasses=glasses, held=held)
+    # both eyes or neither: no stray wink
+    shut = _past(held, "shut", _squint(local_photo, points - (x0, y0), palette), SQUINT, strict=True)
     # the photo's brows painted over in the face's frame (``_brow_frame_band``) before the eyes are drawn: painted
     # after them, the band's soft edge took the top off the drawn lash line, "a smudgy eyeshadow above the lids" (cmp44)
     framed = tuple(_brow_frame_band(points, brow, unit) for brow in (RIGHT_BROW, LEFT_BROW))
@@ -212,7 +247,7 @@ def draw_portrait(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray) -> 
 
 
 def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, palette: Palette, *,
-            glasses: bool) -> np.ndarray:
+            glasses: bool, held: Held | None = None) -> np.ndarray:
     """The hair and the skin, the large flat areas: drawn where the eyes are at most ``MASS_UNIT_PX`` apart (a
     selfie's are ~150 px: 5x fewer pixels, 1.3 s -> 0.3 s for an 860 px one), as layers brought up to the
     sheet's size and laid over it. The features (eyes, brows, mouth) are then drawn at full size. Returns where
@@ -221,7 +256,7 @@ def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, pa
     scale = min(1.0, MASS_UNIT_PX / unit)
     if scale >= 1.0:
         lab = _lab(photo)
-        drawn = _hair(sheet, photo, lab, points, unit, palette)
+        drawn = _hair(sheet, photo, lab, points, unit, palette, held)
         _skin(sheet, lab, points, unit, palette, glasses=glasses, capped=drawn == "cap")
         return cover
     size = (max(1, round(sheet.width * scale)), max(1, round(sheet.height * scale)))
@@ -231,7 +266,7 @@ def _masses(sheet: Sheet, photo: np.ndarray, points: np.ndarray, unit: float, pa
     hair.origin = skin.origin = sheet.origin * scale
     small_points, small_unit = points * scale, unit * scale
     lab = _lab(small_photo)
-    drawn = _hair(hair, small_photo, lab, small_points, small_unit, palette)
+    drawn = _hair(hair, small_photo, lab, small_points, small_unit, palette, held)
     strands = drawn == "strands"
     _skin(skin, lab, small_points, small_unit, palette, glasses=glasses, beside=hair.alpha if strands else None,
           capped=drawn == "cap")
@@ -508,11 +543,11 @@ def _up(points: np.ndarray) -> np.ndarray:
     return np.asarray(d / max(float(np.linalg.norm(d)), 1e-6), np.float64)
 
 
-def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, unit: float, palette: Palette
-          ) -> HairKind:
+def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, unit: float, palette: Palette,
+          held: Held | None = None) -> HairKind:
     """Hair as flowing masses: flat tones (shadow, base, a highlight band) in the picture's own hair colour, and
     strand lines along the hair's flow, where the photo has the colour found above the forehead and at the
-    temples. "strands" when it is drawn and the photo shows strands at the crown (``_strandy``): hair whose edges
+    temples. "strands" when it is drawn and the photo shows strands at the crown (``_strand_detail``): hair whose edges
     may be drawn crisp. "cap" when what is drawn shows none: a cap or a hat, whose brim shades the forehead under
     it (``_skin``). "none" when nothing is drawn (a bald head, a hat the colour of the skin, fair hair)."""
     up = _up(points)
@@ -522,10 +557,11 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
              points[127] - side * 0.25 * unit, points[356] + side * 0.25 * unit]
     samples = _lab(_sample(photo, np.array(seeds) - sheet.origin, 0.05 * unit))
     not_skin = samples[np.linalg.norm(samples - palette.skin_lab, axis=1) > 18.0]
-    if len(not_skin) < 40:
+    if not _past(held, "hair", len(not_skin), 40):
         return "none"
     ref = np.median(not_skin, axis=0)
-    fair = float(np.linalg.norm(ref - palette.skin_lab)) < FAIR_HAIR  # hair near the skin's colour: not drawn (below)
+    # hair near the skin's colour: not drawn (below)
+    fair = not _past(held, "dark hair", float(np.linalg.norm(ref - palette.skin_lab)), FAIR_HAIR)
     d = lab - ref
     spread = np.where(d[..., 0] < 0, HAIR_DARKER_SPREAD, 1.5)
     like = np.exp(-(d[..., 0] ** 2 / spread + d[..., 1] ** 2 + d[..., 2] ** 2) / (2 * HAIR_LIKE ** 2))
@@ -545,7 +581,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     mask = np.clip(like * 2.0 - 0.5, 0, 1) * near * (1 - face)
     mask = np.asarray(Image.fromarray(np.uint8(mask * 255)).filter(ImageFilter.GaussianBlur(0.02 * unit)),
                       np.float32) / 255
-    if mask.sum() < (0.3 * unit) ** 2:
+    if not _past(held, "hair mass", float(mask.sum()), (0.3 * unit) ** 2):
         return "none"
     if fair:  # it cannot be told from the neck and shoulders: left to the style, evened out above and beside the face
         if ref[0] >= FAIR_MIN_L:
@@ -566,7 +602,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     grey = _grey(lab, unit)
     sheet.paint(_greyed(tone, grey), mask)  # opaque: at 0.9 the style's blotches showed through the flat mass
     ring = _ring(mask, -along_up, across, unit) * mask
-    strands = _strandy(lab[..., 0], ring > 0.5, unit)
+    strands = _past(held, "strands", _strand_detail(lab[..., 0], ring > 0.5, unit), RING_MIN_DETAIL)
     if strands:
         sheet.paint(_greyed(base + (255 - base) * RING_LIGHT, grey), ring)
     lines = _strands(luma, unit)
@@ -654,13 +690,14 @@ def _ring(mask: np.ndarray, along: np.ndarray, across: np.ndarray, unit: float) 
     return np.asarray(band * (span > 0.05) * (thick > RING_MIN_THICK), np.float32)
 
 
-def _strandy(lightness: np.ndarray, where: np.ndarray, unit: float) -> bool:
-    """Whether the photo shows strands where the ring would go (its L*'s fine detail, ``RING_MIN_DETAIL``): a cap
-    is found as hair by its colour, and a rater saw the ring's teeth across one as "a glitch"."""
+def _strand_detail(lightness: np.ndarray, where: np.ndarray, unit: float) -> float:
+    """How much the photo shows strands where the ring would go (its L*'s fine detail; strands from
+    ``RING_MIN_DETAIL``): a cap is found as hair by its colour, and a rater saw the ring's teeth across one as "a
+    glitch". 0 where there is no ring."""
     if not where.any():
-        return False
+        return 0.0
     detail = lightness - _blur(np.uint8(np.clip(lightness * 2.55, 0, 255)), 0.05 * unit) / 2.55
-    return float(np.std(detail[where])) >= RING_MIN_DETAIL
+    return float(np.std(detail[where]))
 
 
 def _grey(lab: np.ndarray, unit: float) -> np.ndarray:
@@ -1092,7 +1129,7 @@ def _rim(sheet: Sheet, points: np.ndarray, upper_idx: tuple[int, ...], lower_idx
     sheet.paint(RIM_COLOUR, 0.85 * sheet.mask(polygons=(_stroke(curve, widths),)))
 
 
-def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
+def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float, held: Held | None = None) -> bool:
     """Whether the face wears glasses with a dark frame (``pts`` in ``luma``'s pixels, L*): a frame's bridge
     crosses the nose between the eyes, or its top rim runs between each eye and its brow, where a bare face is
     lit skin. On ../shared/photos (L* of the darkest bridge patch; the median over the eye's width of the darkest
@@ -1108,7 +1145,8 @@ def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
         return min(values)
 
     p = pts.astype(np.float64)
-    if darkest(p[GLABELLA], p[BRIDGE]) < GLASSES_L[0]:
+    bridge = darkest(p[GLABELLA], p[BRIDGE]) - GLASSES_L[0]
+    if held is None and bridge < 0:
         return True
     rims = []
     for upper, brow in ((RIGHT_EYE_UPPER, RIGHT_BROW), (LEFT_EYE_UPPER, LEFT_BROW)):
@@ -1117,7 +1155,8 @@ def _glasses(luma: np.ndarray, pts: np.ndarray, unit: float) -> bool:
                           lids[round(t * (len(lids) - 1))] * 0.25 + brows[round(t * (len(brows) - 1))] * 0.75)
                   for t in np.linspace(0.15, 0.85, 8)]
         rims.append(float(np.median(across)))
-    return max(rims) < GLASSES_L[1]
+    # bare where both the bridge and the lighter rim are at least as light as their lines
+    return not _past(held, "bare", min(bridge, max(rims) - GLASSES_L[1]), 0.0)
 
 
 def _brow(sheet: Sheet, luma: np.ndarray, points: np.ndarray, pairs: tuple[tuple[int, int], ...], unit: float,

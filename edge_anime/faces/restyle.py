@@ -33,7 +33,7 @@ from ..runtime.engine import Engine
 from .detect import Face, FaceDetector
 from .landmarks import FaceLandmarker
 from .paste import Placement, crop, mask, paste
-from .portrait import draw_portrait
+from .portrait import Held, draw_portrait
 
 log = logging.getLogger(__name__)
 # A face whose crop would shrink it by more than this is left as the whole picture drew it: the picture already
@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 # face at 1024 px: blurred lids, ink blots at the mouth's corners). So the bundled styles restyle faces of up to
 # 200 px, the published face styles up to 320 px.
 MAX_CROP_SHRINK = 1.25
+HELD_MAX = 64  # tracked faces whose portrait choices are kept (a clip has a few at a time; ended ones go first)
 
 
 class FaceRestyler:
@@ -60,6 +61,8 @@ class FaceRestyler:
         self.detector = detector if detector is not None else FaceDetector(config.device)
         self.largest = self.crop_px * MAX_CROP_SHRINK / self.scale  # faces up to this size are restyled
         self.landmarker: FaceLandmarker | None = None
+        self._held: dict[int, Held] = {}  # a clip's tracked faces: their portrait's choices so far (portrait.Held)
+        self._held_lock = threading.Lock()
         self.last_too_large = 0  # faces the last ``find`` left out as too large to restyle (portrait off)
         if config.image.portrait == "auto":
             self.landmarker = FaceLandmarker(config.device)
@@ -132,5 +135,19 @@ class FaceRestyler:
             return []
         ordered = sorted(faces, key=lambda f: f.size)
         meshes = self.landmarker.landmarks_many(rgb, ordered)
-        touched = [draw_portrait(stylized, rgb, mesh.points) for mesh in meshes if mesh is not None]
+        touched = [draw_portrait(stylized, rgb, mesh.points, self._held_for(face))
+                   for face, mesh in zip(ordered, meshes) if mesh is not None]
         return [box for box in touched if box is not None]
+
+    def _held_for(self, face: Face) -> Held | None:
+        """A tracked face's choices (None for a still picture's face). Tracks are numbered once a process, so a
+        clip's ended tracks are dropped once more than ``HELD_MAX`` are kept (the oldest first)."""
+        if face.track is None:
+            return None
+        with self._held_lock:
+            held = self._held.get(face.track)
+            if held is None:
+                held = self._held[face.track] = Held()
+                for old in sorted(self._held)[:max(0, len(self._held) - HELD_MAX)]:
+                    del self._held[old]
+            return held

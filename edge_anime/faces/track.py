@@ -11,7 +11,8 @@ Runs on the clip's reader thread, in frame order (``video.job``), before the fra
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from .detect import Face
 MATCH_IOU = 0.3  # a face in a new frame is the same face as a track it overlaps this much
 SMOOTHING = 0.4  # share of the new place a matched track moves to: ~2.5 frames to settle, noise damped ~2x
 HOLD_FRAMES = 3  # frames a track keeps its place without being found (0.1 s at 30 fps) before it ends
+_NUMBERS = itertools.count(1)  # tracks numbered across every clip of the process: a number is never reused
 
 
 @dataclass
@@ -29,10 +31,11 @@ class _Track:
     landmarks: np.ndarray  # 6 x 2
     score: float
     missed: int = 0
+    number: int = field(default_factory=lambda: next(_NUMBERS))
 
     def face(self) -> Face:
         x0, y0, x1, y1 = (float(v) for v in self.box)
-        return Face((x0, y0, x1, y1), self.landmarks.copy(), self.score)
+        return Face((x0, y0, x1, y1), self.landmarks.copy(), self.score, self.number)
 
 
 class FaceTrack:
