@@ -20,6 +20,7 @@ from PIL import Image
 from edge_anime.config import load_config
 from edge_anime.core.stylizer import Stylizer
 from edge_anime.errors import ConfigError
+from edge_anime.faces import portrait
 from edge_anime.faces.anchors import ssd_anchors
 from edge_anime.faces.detect import Face, FaceDetector, detector_info, views
 from edge_anime.faces.paste import Placement, crop, mask, paste
@@ -393,6 +394,50 @@ def test_a_clip_with_a_face_is_restyled_in_every_frame(write_config: Callable[..
         result = stylizer.run_clip(src, tmp_path / "out.mp4")
     assert result.frames == 12 and (tmp_path / "out.mp4").is_file()
     assert seen == [1] * 12, seen
+
+
+@pytest.mark.slow
+def test_a_clip_s_face_is_drawn_with_one_set_of_choices(write_config: Callable[..., Path], narrow_ir: Path,
+                                                        tmp_path: Path, shared_photos: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A still face in a shaking clip (face_3, whose hair sits on its line: ``test_portrait``) goes through the reader's
+    track, the pipeline and the restyler to the portrait with its track's number: every frame's drawing gets the same
+    ``Held``, and its hair choice never changes."""
+    import av
+
+    from edge_anime.faces import restyle
+
+    with Image.open(shared_photos / "face_3.jpg") as photo:
+        still = photo.convert("RGB")
+    rng = np.random.default_rng(5)
+    src = tmp_path / "shaky.mp4"
+    with av.open(str(src), "w") as out:
+        video = out.add_stream("libx264", rate=12)
+        video.width, video.height, video.pix_fmt = 256, 288, "yuv420p"
+        for index in range(12):
+            dx, dy = rng.uniform(-0.6, 0.6, 2)  # a hand-held camera's sub-pixel shake
+            shaken = still.transform(still.size, Image.Transform.AFFINE, (1, 0, dx, 0, 1, dy),
+                                     resample=Image.Resampling.BILINEAR)
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(np.asarray(shaken)[:288, :256]), format="rgb24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode())
+    drawn: list[tuple[int, bool | None]] = []
+    real = restyle.draw_portrait
+
+    def recording(canvas: np.ndarray, photo: np.ndarray, points: np.ndarray,
+                  held: portrait.Held | None = None) -> tuple[int, int, int, int] | None:
+        box = real(canvas, photo, points, held)  # the real drawing; what it chose is read back
+        drawn.append((id(held) if held is not None else 0, held.said.get("hair") if held is not None else None))
+        return box
+
+    monkeypatch.setattr(restyle, "draw_portrait", recording)
+    config = load_config(_config(write_config, tmp_path, narrow_ir, max_side=320))
+    with Stylizer(config) as stylizer:
+        result = stylizer.run_clip(src, tmp_path / "out.mp4")
+    assert result.frames == 12 and len(drawn) == 12, drawn
+    assert len({held for held, _ in drawn}) == 1 and drawn[0][0] != 0, "each frame's face brings its track's choices"
+    assert len({hair for _, hair in drawn}) == 1 and drawn[0][1] is not None, drawn
 
 
 # -- the watch folder and HTTP say what they did -----------------------------------------------------------
