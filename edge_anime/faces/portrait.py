@@ -181,19 +181,17 @@ class Held:
 
 
 # Each choice's margin, in its measure's units (``_past``): the samples off the skin that make hair (of 150 at the
-# drawing's scale), the hair's CIELAB distance from the skin, the hair mask's area (a share of its line), the
+# drawing's scale), the hair's CIELAB distance from the skin, the hair mask's area over its least (0.3 u squared), the
 # strands' fine detail (L*), the share of skin in the eyes' openings, the glasses' darkest frame against its line (L*)
 MARGINS = {"hair": 6.0, "dark hair": 2.0, "hair mass": 0.25, "strands": 0.3, "shut": 0.05, "bare": 3.0}
 
 
 def _past(held: Held | None, choice: str, value: float, line: float, *, strict: bool = False) -> bool:
     """Whether ``value`` is at or past ``line`` (past it, with ``strict``); with ``held``, a choice made before for
-    this face stays unless ``value`` is past the line the other way by ``MARGINS[choice]`` (the mass's margin is a
-    share of its line)."""
-    margin = MARGINS[choice] * (abs(line) if choice == "hair mass" else 1.0)
+    this face stays unless ``value`` is past the line the other way by ``MARGINS[choice]``."""
     before = held.said.get(choice) if held is not None else None
     if before is not None:
-        line = line - margin if before else line + margin
+        line = line - MARGINS[choice] if before else line + MARGINS[choice]
     now = value > line if strict else value >= line
     if held is not None:
         held.said[choice] = now
@@ -581,7 +579,7 @@ def _hair(sheet: Sheet, photo: np.ndarray, lab: np.ndarray, points: np.ndarray, 
     mask = np.clip(like * 2.0 - 0.5, 0, 1) * near * (1 - face)
     mask = np.asarray(Image.fromarray(np.uint8(mask * 255)).filter(ImageFilter.GaussianBlur(0.02 * unit)),
                       np.float32) / 255
-    if not _past(held, "hair mass", float(mask.sum()), (0.3 * unit) ** 2):
+    if not _past(held, "hair mass", float(mask.sum()) / (0.3 * unit) ** 2, 1.0):
         return "none"
     if fair:  # it cannot be told from the neck and shoulders: left to the style, evened out above and beside the face
         if ref[0] >= FAIR_MIN_L:
