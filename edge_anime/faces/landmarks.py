@@ -6,8 +6,9 @@ are level (no clamp on the roll, unlike the restyle crop), warped bilinearly to 
 replicated beyond it. The model gives 468 points (x, y, z) in the crop's pixels and a face-presence logit; the
 points are mapped back to the picture with ``Placement.crop_to_picture``.
 
-Like the detector, the model runs on the style's ``Engine`` code at f32 with the LATENCY hint: ~2 ms a face on two
-cores, so one stream is all it can use, and f32 keeps the points those the converter verified against LiteRT.
+Like the detector, the model runs on the style's ``Engine`` code at f32 with the THROUGHPUT hint
+(``detect.square_engine``): ~2 ms a face, a picture's faces side by side on a stream a core, and f32 keeps the
+points those the converter verified against LiteRT.
 
 The index constants below are MediaPipe's (``face_mesh_connections.py``: FACEMESH_LIPS, _LEFT_EYE, ...), each
 contour written as one ordered loop (or line) of points, so drawing code can take them as polygons. "Right" and
