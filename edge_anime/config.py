@@ -173,7 +173,7 @@ class ImageSection(_Section):
     faces_min_px: int = Field(default=64, ge=16, le=4096)  # smaller faces (box side, picture px) are left alone
     faces_max: int = Field(default=8, ge=1, le=64)  # at most this many faces a picture, the largest
     portrait: Literal["auto", "off"] = "auto"  # auto: faces drawn as anime portraits (faces.portrait); needs faces
-    # portrait: auto draws faces from this size up; those under faces_min_px are drawn only (faces.restyle)
+    # portrait: auto draws faces from this size up, and restyles only those the face mesh does not see (faces.restyle)
     portrait_min_px: int = Field(default=24, ge=16, le=4096)
 
     @field_validator("tone", "palette", "ink", "faces", "portrait", mode="before")

@@ -223,7 +223,8 @@ class Pipeline:
         if config.image.faces == "auto":
             from ..faces.restyle import FaceRestyler
 
-            self.faces = FaceRestyler(config, face_engine if face_engine is not None else engine)
+            self.faces = FaceRestyler(config, face_engine if face_engine is not None else engine,
+                                      chosen_style=face_engine is not None)
         self._state = threading.Condition()
         self._in_flight = 0
         self._closed = False
