@@ -75,9 +75,10 @@ class FaceRestyler:
         if config.image.portrait == "auto":
             self.landmarker = FaceLandmarker(config.device)
             log.info("faces: on (image.faces: auto, image.portrait: auto): faces of %d px and more, at most %d a "
-                     "picture, drawn as anime portraits; those of %d-%d px first restyled in %s at %d px "
+                     "picture, drawn as anime portraits; those of %d-%d px %s restyled in %s at %d px "
                      "(docs/faces.md)", self.draw_min_px, self.max_faces, self.min_px, round(self.largest),
-                     engine.model_info.style, self.crop_px)
+                     "first" if chosen_style else "that the face mesh does not see", engine.model_info.style,
+                     self.crop_px)
         else:
             log.info("faces: on (image.faces: auto): faces of %d-%d px, at most %d a picture, restyled in %s at %d px "
                      "(docs/faces.md)", self.min_px, round(self.largest), self.max_faces, engine.model_info.style,
