@@ -170,7 +170,7 @@ class ImageSection(_Section):
     memory_budget_mb: int = Field(default=1024, ge=64)
     over_budget: Literal["downscale", "refuse"] = "downscale"
     faces: Literal["auto", "off"] = "auto"  # auto: every face stylized again at its style's scale; edge_anime.faces
-    faces_min_px: int = Field(default=64, ge=16, le=4096)  # smaller faces (box side, picture px) are left alone
+    faces_min_px: int = Field(default=64, ge=16, le=4096)  # smaller faces (box side, picture px) are never restyled
     faces_max: int = Field(default=8, ge=1, le=64)  # at most this many faces a picture, the largest
     portrait: Literal["auto", "off"] = "auto"  # auto: faces drawn as anime portraits (faces.portrait); needs faces
     # portrait: auto draws faces from this size up, and restyles only those the face mesh does not see (faces.restyle)

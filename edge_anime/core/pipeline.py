@@ -475,9 +475,11 @@ class Pipeline:
         try:
             cfg = self.config
             assert work.stylized is not None
+            meshes = None  # the faces' landmarks, found once for the restyle's choice and the drawing
             if self.faces is not None and work.faces:
                 faced = time.perf_counter()
-                self.faces.apply(work.stylized, work.picture.rgb, work.faces, slots=self._infer_slots)
+                meshes = self.faces.meshes(work.picture.rgb, work.faces)
+                self.faces.apply(work.stylized, work.picture.rgb, work.faces, meshes=meshes, slots=self._infer_slots)
                 work.timings["faces"] = time.perf_counter() - faced
             painted = time.perf_counter()
             if self.palette is not None and work.job.palette:
@@ -504,7 +506,7 @@ class Pipeline:
             if self.faces is not None and work.faces and self.faces.landmarker is not None:
                 if not work.stylized.flags.writeable:  # the tone guard may hand back its input, read-only
                     work.stylized = np.array(work.stylized)
-                self.faces.draw(work.stylized, work.picture.rgb, work.faces)
+                self.faces.draw(work.stylized, work.picture.rgb, work.faces, meshes=meshes)
                 drawn = time.perf_counter()
                 work.timings["faces"] = work.timings.get("faces", 0.0) + drawn - start  # restyle plus drawing
                 start = drawn

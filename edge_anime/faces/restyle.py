@@ -35,7 +35,7 @@ import numpy as np
 from ..config import Config
 from ..runtime.engine import Engine
 from .detect import Face, FaceDetector
-from .landmarks import FaceLandmarker
+from .landmarks import FaceLandmarker, FaceMesh
 from .paste import Placement, crop, mask, paste
 from .portrait import Held, draw_portrait
 
@@ -123,35 +123,44 @@ class FaceRestyler:
         log.info("faces: %s: %d faces found, the %d largest restyled (image.faces_max)", name or "picture", found,
                  self.max_faces)
 
+    def meshes(self, rgb: np.ndarray, faces: Sequence[Face]) -> list[FaceMesh | None]:
+        """Each face's landmarks in ``rgb`` (None where the mesh sees no face, and for every face without the
+        portrait): ``apply`` restyles the faces without one and ``draw`` draws those with one, so the pipeline
+        finds them once for both."""
+        if self.landmarker is None or not faces:
+            return [None] * len(faces)
+        return self.landmarker.landmarks_many(rgb, faces)
+
     def apply(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
-              slots: threading.Semaphore | None = None) -> list[tuple[int, int, int, int]]:
+              meshes: Sequence[FaceMesh | None] | None = None, slots: threading.Semaphore | None = None
+              ) -> list[tuple[int, int, int, int]]:
         """Paste each face of ``faces`` (in ``rgb``'s pixels) of the sizes restyled, stylized on its own, into
         ``stylized`` (the whole picture's result, the same size as ``rgb``, changed in place); returns the pixels
-        each paste touched (x0, y0, x1, y1), smallest face first."""
-        chosen = [face for face in sorted(faces, key=lambda f: f.size) if self.min_px <= face.size <= self.largest]
-        if self.landmarker is not None and chosen and not self.chosen_style:
-            # drawn, not restyled: the portrait paints the face over, and its restyle was a third of a portrait
-            # photo's CPU for no difference two blind raters saw (module doc); a face the mesh does not see (a profile,
-            # a mask) is not drawn and keeps its restyle
-            seen = self.landmarker.landmarks_many(rgb, chosen)
-            chosen = [face for face, mesh in zip(chosen, seen) if mesh is None]
+        each paste touched (x0, y0, x1, y1), smallest face first. ``meshes``: ``self.meshes(rgb, faces)``, found
+        here when not given. With the portrait a face the mesh sees is drawn, not restyled: the drawing paints it
+        over, and its restyle was a third of a portrait photo's CPU for no difference two blind raters saw (module
+        doc); a face the mesh does not see (a profile, a mask) is not drawn and keeps its restyle, and a face style
+        the config chose (``chosen_style``) restyles them all."""
+        meshes = self.meshes(rgb, faces) if meshes is None else meshes
+        chosen = [face for face, mesh in sorted(zip(faces, meshes), key=lambda pair: pair[0].size)
+                  if self.min_px <= face.size <= self.largest and (mesh is None or self.chosen_style)]
         places = [Placement.of(face, crop_px=self.crop_px, scale=self.scale) for face in chosen]
         places = [p for p in places if p.bounds(rgb.shape[1], rgb.shape[0]) is not None]
         styled = self.engine.infer_all([crop(rgb, place) for place in places], slots=slots)
         touched = [paste(stylized, face, place, self._feather) for place, face in zip(places, styled)]
         return [box for box in touched if box is not None]
 
-    def draw(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face]) -> list[tuple[int, int, int, int]]:
-        """Draw each face as an anime portrait onto ``stylized`` (changed in place), smallest first; returns the
-        pixels each drawing touched. Runs after the palette and the tone guard: the drawn features keep their
-        exact colours (a 256-colour palette would band the iris, and the guard's pull to grey, which follows the
-        photo's near-grey pixels, left grey blotches on pale skin)."""
+    def draw(self, stylized: np.ndarray, rgb: np.ndarray, faces: Sequence[Face], *,
+             meshes: Sequence[FaceMesh | None] | None = None) -> list[tuple[int, int, int, int]]:
+        """Draw each face the mesh sees as an anime portrait onto ``stylized`` (changed in place), smallest first;
+        returns the pixels each drawing touched. ``meshes`` as for ``apply``. Runs after the palette and the tone
+        guard: the drawn features keep their exact colours (a 256-colour palette would band the iris, and the
+        guard's pull to grey, which follows the photo's near-grey pixels, left grey blotches on pale skin)."""
         if self.landmarker is None or not faces:
             return []
-        ordered = sorted(faces, key=lambda f: f.size)
-        meshes = self.landmarker.landmarks_many(rgb, ordered)
+        meshes = self.meshes(rgb, faces) if meshes is None else meshes
         touched = [draw_portrait(stylized, rgb, mesh.points, self._held_for(face))
-                   for face, mesh in zip(ordered, meshes) if mesh is not None]
+                   for face, mesh in sorted(zip(faces, meshes), key=lambda pair: pair[0].size) if mesh is not None]
         return [box for box in touched if box is not None]
 
     def _held_for(self, face: Face) -> Held | None:
