@@ -14,7 +14,10 @@ does: choose the picture's own palette and repaint every pixel with its nearest 
    frames, roof lines and lettering come out as steps the palette keeps; flat areas move by less than its
    threshold and stay flat. Blind round cmp6 (2026-12-04, the 31 shared photos, toon, sharpened at 112 entries
    against unsharpened at 256): all 2.89 -> 3.08, faces 3.06 -> 3.50, scenes 2.83 -> 2.93, preferred on 14
-   photos, the unsharpened on 3. ~10 ms at 1024 x 768 (2 cores; benchmarks/palette.py: the whole step 53 -> 63 ms).
+   photos, the unsharpened on 3. With toon4, crisper itself, again (2026-12-05, 33 photos, two raters a round): at
+   0 % preferred 10 and 14 to 4 and 2 (cmp76), at 40 % 4 and 6 to 1 and 1 (cmp77), though the mask doubles the
+   grain raters name on scenes (docs/styles.md, "What the network leaves on the table"). ~10 ms at 1024 x 768
+   (2 cores; benchmarks/palette.py: the whole step 53 -> 63 ms).
 1. **Sample.** About ``SAMPLE_PIXELS`` pixels, strided (no averaging: a thumbnail would blur the ink lines
    to grey and there would be no black to paint them with). The most saturated ``SATURATED_SHARE`` of the
    sample is added ``SATURATED_REPEAT`` more times: median cut gives boxes by population, and lips, signs
